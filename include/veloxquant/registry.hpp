@@ -1,0 +1,52 @@
+// The method registry: the single place each method is registered (id, family, description,
+// options with defaults and ranges, factory). Tests, the CLI, the bindings and `veloxquant methods`
+// all iterate over it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "veloxquant/config.hpp"
+
+namespace vq {
+
+class KVCache;
+class BlockCodec;
+struct CacheContext;
+
+enum class Family : int { Eviction = 0, Transform = 1 };
+const char* family_name(Family f);
+
+struct OptionSpec {
+  std::string name;
+  OptionType type = OptionType::Int;
+  std::string default_value;          ///< text form, parsed like a user value
+  double min = 0, max = 0;            ///< inclusive range for Int/Float/IntList items
+  std::vector<std::string> choices;   ///< allowed values for Choice
+  std::string help;                   ///< one line: meaning and units
+};
+
+struct MethodInfo {
+  std::string id;
+  Family family = Family::Eviction;
+  std::string description;  ///< one line
+  std::vector<OptionSpec> options;
+  /// Builds one layer's cache.
+  std::function<std::unique_ptr<KVCache>(const CacheConfig&, const CacheContext&)> make_cache;
+  /// Cross-option checks (e.g. n_sink < budget); throws InvalidArgument. May be empty.
+  std::function<void(const CacheConfig&)> validate;
+  /// Transform family only: a stateless codec for one [S, D] block (used by compress/.vqkv).
+  std::function<std::unique_ptr<BlockCodec>(const CacheConfig&, int64_t head_dim)> make_codec;
+};
+
+/// Every registered method, in registration order.
+const std::vector<MethodInfo>& methods();
+/// The entry for `id`; throws InvalidArgument listing the known ids when absent.
+const MethodInfo& find_method(std::string_view id);
+const OptionSpec* find_option(const MethodInfo& m, std::string_view name);
+
+}  // namespace vq

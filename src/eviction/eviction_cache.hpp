@@ -1,0 +1,110 @@
+// Shared machinery of the eviction family: per-(batch, head) storage with a fixed capacity,
+// slot-order rows with absolute positions, O(D) removal (the last row moves into the freed
+// slot), and the token-by-token update loop most methods use.
+#pragma once
+
+#include <Eigen/Dense>
+#include <cstdint>
+#include <vector>
+
+#include "veloxquant/cache.hpp"
+
+namespace vq::eviction {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// The query rows that belong to one KV head for one token: G rows of D floats,
+/// row g at base + g * stride. G == 0 means no queries were supplied.
+struct QueryRows {
+  const float* base = nullptr;
+  int64_t G = 0;
+  int64_t stride = 0;
+  const float* row(int64_t g) const { return base + g * stride; }
+};
+
+/// One (batch, head) of kept tokens. Rows [0, n) are live, in slot order.
+struct HeadState {
+  RowMatF K, V;                // [capacity, D]
+  std::vector<int64_t> pos;    // [capacity] absolute positions
+  std::vector<double> score;   // [capacity] the method's retention score
+  std::vector<double> aux;     // [capacity] a second per-token value (e.g. update counts)
+  int64_t n = 0;
+};
+
+class EvictionCache : public KVCache {
+ public:
+  /// budget: most tokens kept per head (0 = unbounded). n_sink: positions < n_sink never evicted.
+  EvictionCache(CacheConfig config, CacheContext ctx, int64_t budget, int64_t n_sink);
+
+  int64_t budget() const { return budget_; }
+  int64_t n_sink() const { return n_sink_; }
+  /// Read access to one head's state (tests, diagnostics).
+  const HeadState& head_state(int64_t b, int64_t h) const {
+    return heads_[static_cast<size_t>(b * kv_heads() + h)];
+  }
+
+ protected:
+  void do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) override;
+  void on_shape_known(int64_t B, int64_t H) override;
+
+  /// Process the S new tokens of one head. K, V: [S, D] row-major; queries for token s are
+  /// q_of(s). pos0 is the first new position. Default: on_token() for each token in order.
+  virtual void process_head(HeadState& st, const float* K, const float* V,
+                            const std::vector<QueryRows>& q, int64_t S, int64_t pos0);
+  /// Handle one token (append, score, evict). Used by the default process_head.
+  virtual void on_token(HeadState& st, const float* k, const float* v, const QueryRows& q,
+                        int64_t pos) {}
+
+  /// Append a row (grows capacity when unbounded). Returns its slot.
+  int64_t append(HeadState& st, const float* k, const float* v, int64_t pos, double score,
+                 double aux = 0.0);
+  /// Remove the row in `slot`; the last live row moves into it.
+  void remove_slot(HeadState& st, int64_t slot);
+  /// Slot with the lowest `key(slot)` among rows that are not sinks and whose position is below
+  /// `protect_from` (the start of a protected recent window). Ties go to the lowest position.
+  /// Returns -1 when nothing is evictable.
+  template <typename KeyFn>
+  int64_t argmin_evictable(const HeadState& st, int64_t protect_from, KeyFn key) const {
+    int64_t best = -1;
+    double best_v = 0;
+    int64_t best_pos = 0;
+    for (int64_t i = 0; i < st.n; ++i) {
+      const int64_t p = st.pos[static_cast<size_t>(i)];
+      if (p < n_sink_ || p >= protect_from) continue;
+      const double v = key(i);
+      if (best < 0 || v < best_v || (v == best_v && p < best_pos)) {
+        best = i;
+        best_v = v;
+        best_pos = p;
+      }
+    }
+    return best;
+  }
+  int64_t argmin_score(const HeadState& st, int64_t protect_from) const {
+    return argmin_evictable(st, protect_from,
+                            [&](int64_t i) { return st.score[static_cast<size_t>(i)]; });
+  }
+  bool over_budget(const HeadState& st) const { return budget_ > 0 && st.n > budget_; }
+
+ private:
+  void ensure_capacity(HeadState& st, int64_t rows);
+  void refresh_view(size_t idx);
+
+  int64_t budget_;
+  int64_t n_sink_;
+  std::vector<HeadState> heads_;
+  std::vector<QueryRows> qrows_;  // scratch, reused across updates
+};
+
+/// Softmax of (K[0:n] @ q) * scale into out[0:n] (double accumulation of the normaliser).
+void softmax_logits(const RowMatF& K, int64_t n, const float* q, float scale, double* out);
+
+/// Attention that drives a score-based method for one incoming token, over K[0:n]:
+/// with true queries (q.G > 0, use_queries) the mean over the G query heads of each head's
+/// softmax(K q_g / sqrt(D)); otherwise the key-as-query proxy softmax(K k / sqrt(D)).
+/// `tmp` is scratch of at least n doubles.
+void driving_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows& q,
+                       bool use_queries, double* out, double* tmp);
+
+}  // namespace vq::eviction

@@ -1,0 +1,77 @@
+// `h2o` (Heavy-Hitter Oracle): each kept token accumulates the softmax attention it receives from
+// every later token; over budget, the token with the least accumulated mass (outside the sinks
+// and the recent window) is evicted. Attention comes from the key-as-query proxy
+// softmax(K k / sqrt(D)) or, when the engine supplies them, the true queries.
+#include "core/options.hpp"
+#include "eviction/eviction_cache.hpp"
+#include "eviction/methods.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace vq {
+namespace {
+
+class H2OCache final : public eviction::EvictionCache {
+ public:
+  H2OCache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
+        recent_(c.get_int("recent")),
+        decay_(c.get_float("decay")),
+        use_queries_(c.get_string("query") == "true") {}
+
+ protected:
+  void on_token(eviction::HeadState& st, const float* k, const float* v,
+                const eviction::QueryRows& q, int64_t pos) override {
+    if (st.n == 0) {
+      append(st, k, v, pos, 1.0);  // the very first token starts with full mass
+    } else {
+      attn_.resize(static_cast<size_t>(st.n));
+      tmp_.resize(static_cast<size_t>(st.n));
+      eviction::driving_attention(st.K, st.n, k, q, use_queries_, attn_.data(), tmp_.data());
+      for (int64_t i = 0; i < st.n; ++i) {
+        double& s = st.score[static_cast<size_t>(i)];
+        s = decay_ * s + attn_[static_cast<size_t>(i)];
+      }
+      append(st, k, v, pos, 0.0);  // a newcomer starts accumulating at the next step
+    }
+    if (over_budget(st)) {
+      const int64_t slot = argmin_score(st, pos + 1 - recent_);
+      if (slot >= 0) remove_slot(st, slot);
+    }
+  }
+
+ private:
+  int64_t recent_;
+  double decay_;
+  bool use_queries_;
+  std::vector<double> attn_, tmp_;
+};
+
+}  // namespace
+
+MethodInfo h2o_method_info() {
+  MethodInfo m;
+  m.id = "h2o";
+  m.family = Family::Eviction;
+  m.description = "Heavy-Hitter Oracle: evict the token with the least cumulative attention mass";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      opt_int("recent", 0, 0, kMaxBudget, "most recent positions that are never evicted"),
+      opt_float("decay", "1", 0.0, 1.0, "multiplier on old scores before each accumulation"),
+      opt_choice("query", "true", {"true", "proxy"},
+                 "attention source: true queries when supplied, or the key-as-query proxy"),
+  };
+  m.validate = [](const CacheConfig& c) {
+    eviction::check_sinks_below_budget(c);
+    VQ_CHECK(c.get_int("n_sink") + c.get_int("recent") < c.get_int("budget"), InvalidArgument,
+             c.method(), ": n_sink + recent = ", c.get_int("n_sink") + c.get_int("recent"),
+             " must be below budget = ", c.get_int("budget"),
+             " so that some token can be evicted");
+  };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<H2OCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq
