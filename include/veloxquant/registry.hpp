@@ -35,6 +35,9 @@ struct MethodInfo {
   Family family = Family::Eviction;
   std::string description;  ///< one line
   std::vector<OptionSpec> options;
+  /// True when heads of one layer share state (e.g. q8_0 blocks span every head of a token row),
+  /// so results for one head depend on the others. The generic head-independence test skips these.
+  bool heads_coupled = false;
   /// Builds one layer's cache.
   std::function<std::unique_ptr<KVCache>(const CacheConfig&, const CacheContext&)> make_cache;
   /// Cross-option checks (e.g. n_sink < budget); throws InvalidArgument. May be empty.
