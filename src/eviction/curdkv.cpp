@@ -64,12 +64,12 @@ class CurDKVCache final : public eviction::EvictionCache {
     attn_.resize(static_cast<size_t>(n));
     tmp_.resize(static_cast<size_t>(n));
     lev_.resize(static_cast<size_t>(n));
-    W_.resize(static_cast<size_t>(n * D));
+    if (W_.rows() < n) W_.resize(std::max<int64_t>(n, 2 * W_.rows()), D);
     eviction::driving_attention(st.K, n, k, q, use_queries_, attn_.data(), tmp_.data());
     for (int64_t i = 0; i < n; ++i) {
       const double a = attn_[static_cast<size_t>(i)];
       const float* vr = st.V.row(i).data();
-      double* wr = W_.data() + i * D;
+      double* wr = W_.row(i).data();
       for (int64_t d = 0; d < D; ++d) wr[d] = a * static_cast<double>(vr[d]);
     }
     if (reference_)
@@ -82,7 +82,8 @@ class CurDKVCache final : public eviction::EvictionCache {
   bool mean_score_;
   bool use_queries_;
   bool reference_;
-  std::vector<double> attn_, tmp_, lev_, W_;
+  std::vector<double> attn_, tmp_, lev_;
+  eviction::RowMatD W_;  // Eigen-owned (aligned): reductions do not depend on input addresses
 };
 
 }  // namespace

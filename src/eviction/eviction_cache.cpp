@@ -86,31 +86,54 @@ void EvictionCache::remove_slot(HeadState& st, int64_t slot) {
   st.n = last;
 }
 
-void softmax_logits(const RowMatF& K, int64_t n, const float* q, float scale, double* out) {
-  if (n <= 0) return;
+namespace {
+// Scratch buffers owned by Eigen (aligned), so that vectorized reductions never depend on where
+// the caller's memory happens to sit: results are bit-identical whatever the input alignment.
+thread_local Eigen::VectorXf t_query;
+thread_local Eigen::VectorXd t_logits, t_acc;
+
+template <typename Vec>
+auto& grow(Vec& v, int64_t n) {
+  if (v.size() < n) v.resize(std::max<int64_t>(n, 2 * v.size()));
+  return v;
+}
+
+// softmax((K[0:n] q) * scale) into out (an aligned Eigen buffer of >= n).
+void softmax_into(const RowMatF& K, int64_t n, const float* q, float scale, Eigen::VectorXd& out) {
   const int64_t D = K.cols();
-  Eigen::Map<const Eigen::VectorXf> qv(q, D);
-  Eigen::Map<Eigen::VectorXd> o(out, n);
-  o = (K.topRows(n) * qv).cast<double>() * static_cast<double>(scale);
+  grow(t_query, D).head(D) = Eigen::Map<const Eigen::VectorXf>(q, D);
+  auto o = grow(out, n).head(n);
+  o.noalias() = (K.topRows(n) * t_query.head(D)).cast<double>();
+  o *= static_cast<double>(scale);
   const double mx = o.maxCoeff();
   o = (o.array() - mx).exp();
   o /= o.sum();
 }
+}  // namespace
+
+void softmax_logits(const RowMatF& K, int64_t n, const float* q, float scale, double* out) {
+  if (n <= 0) return;
+  softmax_into(K, n, q, scale, t_logits);
+  Eigen::Map<Eigen::VectorXd>(out, n) = t_logits.head(n);
+}
 
 void driving_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows& q,
                        bool use_queries, double* out, double* tmp) {
+  (void)tmp;
+  if (n <= 0) return;
   const float scale = 1.0f / std::sqrt(static_cast<float>(K.cols()));
   if (!use_queries || q.G == 0) {
     softmax_logits(K, n, k, scale, out);
     return;
   }
-  Eigen::Map<Eigen::VectorXd> o(out, n), t(tmp, n);
-  o.setZero();
+  auto acc = grow(t_acc, n).head(n);
+  acc.setZero();
   for (int64_t g = 0; g < q.G; ++g) {
-    softmax_logits(K, n, q.row(g), scale, tmp);
-    o += t;
+    softmax_into(K, n, q.row(g), scale, t_logits);
+    acc += t_logits.head(n);
   }
-  o /= static_cast<double>(q.G);
+  acc /= static_cast<double>(q.G);
+  Eigen::Map<Eigen::VectorXd>(out, n) = acc;
 }
 
 }  // namespace vq::eviction

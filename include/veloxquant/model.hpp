@@ -1,0 +1,221 @@
+// A small llama2.c-compatible inference engine whose per-layer KV caches are VeloxQuant caches.
+//
+//   Model      a llama2.c "legacy" checkpoint (header of 7 int32, then fp32 tensors), validated
+//   Tokenizer  the llama2.c tokenizer.bin format, with llama2.c / sentencepiece-style encode
+//   Engine     fp32 forward pass (RMSNorm, RoPE on adjacent pairs, GQA, SwiGLU); every layer's
+//              attention runs over what that layer's KVCache keeps
+//   find_model_file  where the real model files live ($VQ_MODELS_DIR or ../shared/models)
+//
+// The checkpoint and tokenizer formats are described in ../shared/models/README.md and in
+// docs/eval.md. Shapes: dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "veloxquant/cache.hpp"
+#include "veloxquant/config.hpp"
+
+namespace vq {
+
+// ------------------------------------------------------------------------------------------------
+// Model
+
+/// Hyper-parameters from the checkpoint header (seven little-endian int32).
+struct ModelConfig {
+  int64_t dim = 0;         ///< model width
+  int64_t hidden_dim = 0;  ///< SwiGLU inner width
+  int64_t n_layers = 0;
+  int64_t n_heads = 0;     ///< query heads
+  int64_t n_kv_heads = 0;  ///< key/value heads (GQA when fewer than n_heads)
+  int64_t vocab_size = 0;  ///< always positive here; the header stores it negated when unshared
+  int64_t seq_len = 0;     ///< context length the model was trained for
+  bool shared_classifier = true;  ///< true: logits use the token embedding table
+
+  int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
+  int64_t kv_dim() const { return n_heads > 0 ? dim * n_kv_heads / n_heads : 0; }
+
+  /// Throws FormatError naming the header field when a value is out of range or the fields
+  /// disagree (dim not divisible by n_heads, odd head_dim, n_heads not a multiple of n_kv_heads).
+  void validate() const;
+  /// Floats stored after the header: every tensor, the two legacy RoPE tables, and wcls if
+  /// unshared. Call validate() first (sizes are then known not to overflow).
+  int64_t n_floats() const;
+  /// The exact checkpoint size in bytes this config implies (28 + 4 * n_floats()).
+  int64_t file_bytes() const;
+};
+
+/// Pointers into one layer's weights; matrices are row-major [out, in].
+struct LayerWeights {
+  const float* rms_att = nullptr;  ///< [dim]
+  const float* wq = nullptr;       ///< [dim, dim]
+  const float* wk = nullptr;       ///< [kv_dim, dim]
+  const float* wv = nullptr;       ///< [kv_dim, dim]
+  const float* wo = nullptr;       ///< [dim, dim]
+  const float* rms_ffn = nullptr;  ///< [dim]
+  const float* w1 = nullptr;       ///< [hidden, dim]
+  const float* w2 = nullptr;       ///< [dim, hidden]
+  const float* w3 = nullptr;       ///< [hidden, dim]
+};
+
+class Model {
+ public:
+  Model() = default;
+
+  /// Read a llama2.c legacy checkpoint. Missing/unreadable file: IoError. A header field out of
+  /// range, a file whose length differs from what the header implies (truncated or padded; the
+  /// message names the tensor where the data ends), or a non-finite weight (the message names
+  /// the tensor): FormatError.
+  static Model load(const std::string& path);
+  /// Deterministic random weights for tests and benchmarks (normal, std `scale`; norms near 1).
+  static Model random(const ModelConfig& config, uint64_t seed, float scale = 0.1f);
+  /// Write as a llama2.c legacy checkpoint (with the legacy RoPE tables). Throws IoError.
+  void save(const std::string& path) const;
+
+  const ModelConfig& config() const { return config_; }
+  const float* token_embedding() const;  ///< [vocab, dim]
+  LayerWeights layer(int64_t l) const;
+  const float* rms_final() const;   ///< [dim]
+  const float* classifier() const;  ///< [vocab, dim] (the embedding table when shared)
+
+ private:
+  ModelConfig config_;
+  std::vector<float> data_;  // every float after the header, in file order
+};
+
+// ------------------------------------------------------------------------------------------------
+// Tokenizer
+
+class Tokenizer {
+ public:
+  static constexpr int32_t kUnk = 0, kBos = 1, kEos = 2;
+
+  Tokenizer() = default;
+  /// Read tokenizer.bin: int32 max_token_length, then per piece float32 score, int32 length,
+  /// the bytes. With vocab_size > 0 exactly that many pieces are read and the file must end
+  /// there; with vocab_size <= 0 pieces are read to the end of the file. IoError / FormatError.
+  static Tokenizer load(const std::string& path, int64_t vocab_size = 0);
+  /// Build from pieces and scores directly (tests).
+  static Tokenizer from_pieces(std::vector<std::string> pieces, std::vector<float> scores);
+
+  int64_t vocab_size() const { return static_cast<int64_t>(pieces_.size()); }
+  int64_t max_token_length() const { return max_len_; }
+  const std::string& piece(int32_t id) const;
+  float score(int32_t id) const;
+  /// Id of an exact piece, or -1.
+  int32_t find(std::string_view piece) const;
+  /// True when pieces 3..258 are the byte pieces "<0x00>".."<0xFF>".
+  bool has_byte_fallback() const { return byte_fallback_; }
+
+  /// llama2.c encode: optional BOS, then (for non-empty text) a dummy-prefix space and the text,
+  /// each UTF-8 character mapped to its piece or, when absent, to byte pieces (id = byte + 3;
+  /// <unk> when the vocabulary has no byte pieces), then repeated merges of the adjacent pair
+  /// whose concatenation is a piece with the highest score (ties: leftmost). O(n log n).
+  std::vector<int32_t> encode(std::string_view text, bool bos = true, bool eos = false) const;
+  /// Text of `token` following `prev`: "<0xNN>" pieces give the raw byte; right after BOS one
+  /// leading space (the dummy prefix) is dropped; BOS and EOS give no text.
+  std::string decode_piece(int32_t prev, int32_t token) const;
+  /// decode_piece over the sequence (prev of the first token is BOS when it is not BOS itself
+  /// and `after_bos` is true). decode(encode(t)) == t for text the vocabulary covers.
+  std::string decode(const std::vector<int32_t>& tokens, bool after_bos = true) const;
+
+ private:
+  void index();
+  std::vector<std::string> pieces_;
+  std::vector<float> scores_;
+  std::vector<int32_t> sorted_;  // piece ids sorted by piece bytes, for find()
+  int64_t max_len_ = 0;
+  bool byte_fallback_ = false;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Engine
+
+/// fp32 forward pass of a Model, one VeloxQuant KVCache per layer (built by build_caches).
+///
+/// Decode (`step`): for each layer the token's key/value [1, n_kv_heads, 1, head_dim] and its
+/// RoPE'd queries [1, n_heads, 1, head_dim] go to cache->update(k, v, &q); the token then attends
+/// over cache->view() (whatever is kept, at the kept tokens' true positions).
+/// Prefill (`prefill`): the chunk attends causally and exactly over (what the cache held before
+/// the chunk) + (the chunk itself); then the whole chunk goes to the cache in one update call.
+/// Caches with wants_pre_rope_keys() get un-rotated keys; the engine rotates what it reads back
+/// by each kept token's position. The Model must outlive the Engine.
+class Engine {
+ public:
+  Engine(const Model& model, const CacheConfig& cache, uint64_t seed = 0);
+  Engine(const Model& model, const std::string& cache_spec, uint64_t seed = 0);
+  ~Engine();
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  const Model& model() const;
+  const CacheConfig& cache_config() const;
+  /// Fresh caches (same config and seed) and position 0.
+  void reset();
+  /// Position the next token will take (= tokens processed so far).
+  int64_t position() const;
+
+  /// Process `token` at position(); returns its logits [vocab], valid until the next call.
+  /// Throws InvalidArgument for a token outside [0, vocab) or when position() == seq_len.
+  const float* step(int32_t token);
+  /// Process `tokens` at positions position() ... position() + n - 1. Returns the logits of
+  /// every position, [n, vocab] row-major (all_logits) or only the last row [vocab].
+  const std::vector<float>& prefill(const std::vector<int32_t>& tokens, bool all_logits = true);
+
+  int64_t n_layers() const;
+  const KVCache& cache(int64_t layer) const;
+  /// Sum over layers of kept_bytes and full_seq_bytes (tokens_* from layer 0).
+  CacheStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct GenerateOptions {
+  int64_t steps = 256;       ///< most new tokens (also capped by the context length)
+  float temperature = 0.0f;  ///< 0 = greedy (argmax, ties to the lowest id)
+  uint64_t seed = 0;         ///< sampling seed when temperature > 0
+  bool stop_at_bos = true;   ///< stop when the model emits BOS or EOS (llama2.c behaviour)
+};
+
+/// Prefill `prompt` (which should start with BOS), then sample up to opt.steps tokens one at a
+/// time. Returns the new tokens (the stopping BOS/EOS is not included). on_token, when given, is
+/// called with (previous token, new token) as each token is produced.
+std::vector<int32_t> generate(Engine& engine, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& opt,
+                              const std::function<void(int32_t, int32_t)>& on_token = {});
+
+/// Index of the largest logit (ties to the lowest index).
+int32_t argmax(const float* logits, int64_t n);
+
+// ------------------------------------------------------------------------------------------------
+// Where the real model files are
+
+/// A file of ../shared/models/README.md and where to get it.
+struct ModelFileInfo {
+  std::string name;    ///< e.g. "stories260K.bin"
+  std::string what;    ///< one line
+  std::string source;  ///< repository @ commit : path, and a download URL
+};
+const std::vector<ModelFileInfo>& known_model_files();
+
+/// Directories searched for model files, in order: $VQ_MODELS_DIR (when set), then
+/// <root>/../shared/models for each candidate project root (the current directory, the two
+/// directories above the running executable, the source tree this library was built from).
+std::vector<std::string> model_search_dirs();
+/// The first existing `name` in model_search_dirs(), or "" when absent.
+std::string locate_model_file(const std::string& name);
+/// `given` when non-empty (the loader then reports a missing file); otherwise
+/// locate_model_file(name), throwing IoError that lists the searched directories and how to
+/// download the file when it is nowhere.
+std::string find_model_file(const std::string& name, const std::string& given = "");
+/// The tokenizer file that goes with a vocabulary size (512 -> tok512.bin, 105 -> tok105.bin),
+/// or "" when none is known.
+std::string default_tokenizer_for(int64_t vocab_size);
+
+}  // namespace vq
