@@ -12,6 +12,8 @@
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/leverage.hpp"
+
+using vq::eviction::SubspaceLeverage;
 #include "eviction/methods.hpp"
 #include "veloxquant/errors.hpp"
 
@@ -25,24 +27,17 @@ class CurDKVCache final : public eviction::EvictionCache {
         rank_cap_(c.get_int("rank_cap")),
         mean_score_(c.get_string("score") == "mean"),
         use_queries_(c.get_string("query") == "true"),
-        reference_(c.get_string("solver") == "reference") {}
+        reference_(c.get_string("solver") == "reference"),
+        tracked_(c.get_string("solver") == "fast") {}
 
  protected:
   void on_token(eviction::HeadState& st, const float* k, const float* v,
                 const eviction::QueryRows& q, int64_t pos) override {
-    const int64_t D = head_dim();
-    if (st.n > 0) {  // steps 1-4: score the tokens already stored
-      weighted_leverage(st, st.n, k, q);
-      for (int64_t i = 0; i < st.n; ++i) {
-        st.score[static_cast<size_t>(i)] += lev_[static_cast<size_t>(i)];
-        st.aux[static_cast<size_t>(i)] += 1.0;
-      }
+    if (reference_) {
+      on_token_reference(st, k, v, q, pos);
+    } else {
+      on_token_fast(st, k, v, q, pos);
     }
-    // Seed: the newcomer's leverage inside the block it joins.
-    const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
-    weighted_leverage(st, st.n, k, q);
-    st.score[static_cast<size_t>(slot)] = lev_[static_cast<size_t>(slot)];
-    (void)D;
     if (over_budget(st)) {  // step 5: no recent window, sinks only
       const int64_t protect_from = std::numeric_limits<int64_t>::max();
       const int64_t victim =
@@ -57,9 +52,85 @@ class CurDKVCache final : public eviction::EvictionCache {
   }
 
  private:
-  // Leverage of the rows [0, n) of a ⊙ V, a = driving attention of this token over K[0, n).
-  void weighted_leverage(const eviction::HeadState& st, int64_t n, const float* k,
-                         const eviction::QueryRows& q) {
+  // The spec's steps 1-4 literally: two full SVDs per token (the oracle).
+  void on_token_reference(eviction::HeadState& st, const float* k, const float* v,
+                          const eviction::QueryRows& q, int64_t pos) {
+    if (st.n > 0) {
+      weighted_block(st, st.n, k, q);
+      eviction::leverage_reference(W_.data(), st.n, head_dim(), rank_cap_, lev_.data());
+      accumulate(st);
+    }
+    const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
+    weighted_block(st, st.n, k, q);
+    eviction::leverage_reference(W_.data(), st.n, head_dim(), rank_cap_, lev_.data());
+    st.score[static_cast<size_t>(slot)] = lev_[static_cast<size_t>(slot)];
+  }
+
+  // Same quantities without an SVD (see SubspaceLeverage). The seed reuses the Gram matrix of
+  // the stored block whenever the enlarged block is an exact rescaling of it plus one row.
+  void on_token_fast(eviction::HeadState& st, const float* k, const float* v,
+                     const eviction::QueryRows& q, int64_t pos) {
+    const int64_t D = head_dim();
+    SubspaceLeverage& lev = trackers_[tracker_index(st)];
+    const bool had_stored = st.n > 0;
+    if (had_stored) {
+      if (tracked_) {  // build W = a ⊙ V straight into the tracker's fp32 block
+        const int64_t n0 = st.n;
+        attn_.resize(static_cast<size_t>(n0));
+        tmp_.resize(static_cast<size_t>(n0));
+        lev_.resize(static_cast<size_t>(n0));
+        eviction::driving_attention(st.K, n0, k, q, use_queries_, attn_.data(), tmp_.data());
+        auto& Wf = lev.block(n0, D);
+        for (int64_t i = 0; i < n0; ++i)
+          Wf.row(i) = static_cast<float>(attn_[static_cast<size_t>(i)]) * st.V.row(i);
+        lev.stored_block(n0, rank_cap_, lev_.data());
+      } else {
+        weighted_block(st, st.n, k, q);
+        lev.stored(W_, st.n, rank_cap_, lev_.data());
+      }
+      accumulate(st);
+    }
+    const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
+    const int64_t n = st.n;
+    // The proxy (or a single query head) gives a'_i = (1 - a'_new) a_i for the old rows.
+    const bool proportional = had_stored && (!use_queries_ || q.G <= 1);
+    double seed;
+    if (proportional) {
+      attn_.resize(static_cast<size_t>(n));
+      tmp_.resize(static_cast<size_t>(n));
+      eviction::driving_attention(st.K, n, k, q, use_queries_, attn_.data(), tmp_.data());
+      const double a_new = attn_[static_cast<size_t>(slot)];
+      wnew_.resize(D);
+      for (int64_t d = 0; d < D; ++d) wnew_(d) = a_new * static_cast<double>(v[d]);
+      seed = lev.seed_scaled(1.0 - a_new, wnew_.data(), D, rank_cap_);
+    } else {
+      weighted_block(st, n, k, q);
+      seed = lev.last_row(W_, n, rank_cap_);
+    }
+    st.score[static_cast<size_t>(slot)] = seed;
+  }
+
+  void accumulate(eviction::HeadState& st) {
+    for (int64_t i = 0; i < st.n; ++i) {
+      st.score[static_cast<size_t>(i)] += lev_[static_cast<size_t>(i)];
+      st.aux[static_cast<size_t>(i)] += 1.0;
+    }
+  }
+
+  size_t tracker_index(const eviction::HeadState& st) {
+    // one tracker per (batch, head) state, found by address (states never move after shape)
+    for (size_t i = 0; i < tracker_owner_.size(); ++i)
+      if (tracker_owner_[i] == &st) return i;
+    tracker_owner_.push_back(&st);
+    trackers_.emplace_back();
+    trackers_.back().tracked = tracked_;
+    return trackers_.size() - 1;
+  }
+
+ private:
+  // W_[0, n) = a ⊙ V[0, n), a = driving attention of this token over K[0, n).
+  void weighted_block(const eviction::HeadState& st, int64_t n, const float* k,
+                      const eviction::QueryRows& q) {
     const int64_t D = head_dim();
     attn_.resize(static_cast<size_t>(n));
     tmp_.resize(static_cast<size_t>(n));
@@ -67,22 +138,19 @@ class CurDKVCache final : public eviction::EvictionCache {
     if (W_.rows() < n) W_.resize(std::max<int64_t>(n, 2 * W_.rows()), D);
     eviction::driving_attention(st.K, n, k, q, use_queries_, attn_.data(), tmp_.data());
     for (int64_t i = 0; i < n; ++i) {
-      const double a = attn_[static_cast<size_t>(i)];
-      const float* vr = st.V.row(i).data();
-      double* wr = W_.row(i).data();
-      for (int64_t d = 0; d < D; ++d) wr[d] = a * static_cast<double>(vr[d]);
+      W_.row(i) = static_cast<double>(attn_[static_cast<size_t>(i)]) * st.V.row(i).cast<double>();
     }
-    if (reference_)
-      eviction::leverage_reference(W_.data(), n, D, rank_cap_, lev_.data());
-    else
-      eviction::leverage_fast(W_.data(), n, D, rank_cap_, lev_.data());
   }
 
   int64_t rank_cap_;
   bool mean_score_;
   bool use_queries_;
   bool reference_;
+  bool tracked_;
   std::vector<double> attn_, tmp_, lev_;
+  Eigen::VectorXd wnew_;
+  std::vector<SubspaceLeverage> trackers_;
+  std::vector<const eviction::HeadState*> tracker_owner_;
   eviction::RowMatD W_;  // Eigen-owned (aligned): reductions do not depend on input addresses
 };
 
@@ -102,8 +170,8 @@ MethodInfo curdkv_method_info() {
                  "eviction key: summed leverage, or leverage per update received"),
       opt_choice("query", "true", {"true", "proxy"},
                  "attention source: true queries when supplied, or the key-as-query proxy"),
-      opt_choice("solver", "fast", {"fast", "reference"},
-                 "leverage routine: Gram/closed-form fast path, or the full-SVD oracle"),
+      opt_choice("solver", "fast", {"fast", "exact", "reference"},
+                 "leverage routine: tracked subspace (fast), converged Gram subspace (exact), or the full-SVD oracle"),
   };
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {

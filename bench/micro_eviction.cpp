@@ -1,0 +1,51 @@
+// Google Benchmark micro-benchmarks of the eviction hot paths (not part of the test run).
+// Run: ./build/bench/micro_eviction --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Dense>
+
+#include "eval/bench_speed.hpp"
+#include "eviction/leverage.hpp"
+#include "veloxquant/cache.hpp"
+
+namespace {
+
+void run_cache(benchmark::State& state, const std::string& spec_prefix) {
+  const int64_t n = state.range(0), D = state.range(1);
+  const int64_t extra = 128;
+  const auto k = vq::bench::realistic_kv(n + extra, D, 1, true);
+  const auto v = vq::bench::realistic_kv(n + extra, D, 2, false);
+  auto cache = vq::make_cache(spec_prefix + (spec_prefix == "full" ? "" : ":budget=" + std::to_string(n)), D);
+  cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D), vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
+  std::vector<vq::Tensor> ks, vs;
+  for (int64_t s = 0; s < extra; ++s) {
+    ks.push_back(vq::Tensor::from_fp32(k.data() + (n + s) * D, 1, 1, 1, D));
+    vs.push_back(vq::Tensor::from_fp32(v.data() + (n + s) * D, 1, 1, 1, D));
+  }
+  int64_t i = 0;
+  for (auto _ : state) {
+    cache->update(ks[static_cast<size_t>(i % extra)], vs[static_cast<size_t>(i % extra)]);
+    ++i;
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_H2O(benchmark::State& s) { run_cache(s, "h2o"); }
+void BM_CurdkvFast(benchmark::State& s) { run_cache(s, "curdkv"); }
+
+void BM_LeverageReference(benchmark::State& state) {
+  const int64_t n = state.range(0), D = state.range(1);
+  const auto v = vq::bench::realistic_kv(n, D, 3, false);
+  std::vector<double> W(v.begin(), v.end()), out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    vq::eviction::leverage_reference(W.data(), n, D, 16, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_H2O)->Args({512, 128})->Args({2048, 128});
+BENCHMARK(BM_CurdkvFast)->Args({512, 128})->Args({2048, 128});
+BENCHMARK(BM_LeverageReference)->Args({512, 128});
+BENCHMARK_MAIN();

@@ -1,0 +1,290 @@
+#include "eval/bench_speed.hpp"
+
+#include <zstd.h>
+
+#include <Eigen/Dense>
+#include <chrono>
+#include <cmath>
+
+#include "core/rng.hpp"
+#include "eval/bench_curdkv.hpp"
+#include "eviction/eviction_cache.hpp"
+#include "eviction/leverage.hpp"
+#include "veloxquant/cache.hpp"
+#include "veloxquant/codec.hpp"
+#include "veloxquant/errors.hpp"
+#include "veloxquant/model.hpp"
+
+namespace vq::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Runs fn() repeatedly for at least min_s seconds (and at least min_reps times); returns the
+/// mean seconds per call. fn returns a value folded into a sink so nothing is optimized away.
+template <typename Fn>
+double time_per_call(double min_s, int64_t min_reps, Fn&& fn) {
+  volatile double sink = 0;
+  sink = sink + fn();  // warm-up
+  int64_t reps = 0;
+  const auto t0 = Clock::now();
+  double el = 0;
+  do {
+    sink = sink + fn();
+    ++reps;
+    el = seconds_since(t0);
+  } while (el < min_s || reps < min_reps);
+  return el / static_cast<double>(reps);
+}
+
+// One decode attention step over n cached tokens of one head: softmax(K q / sqrt(D)) then V^T p.
+struct AttentionStep {
+  RowMatF K, V;
+  Eigen::VectorXf q, logits, out;
+  AttentionStep(const std::vector<float>& k, const std::vector<float>& v, int64_t n, int64_t D)
+      : K(Eigen::Map<const RowMatF>(k.data(), n, D)),
+        V(Eigen::Map<const RowMatF>(v.data(), n, D)),
+        q(K.row(n - 1).transpose()),
+        logits(n),
+        out(D) {}
+  double operator()() {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(K.cols()));
+    logits.noalias() = (K * q) * scale;
+    const float mx = logits.maxCoeff();
+    logits = (logits.array() - mx).exp();
+    logits /= logits.sum();
+    out.noalias() = V.transpose() * logits;
+    return out(0);
+  }
+};
+
+Tensor token_tensor(const std::vector<float>& data, int64_t s, int64_t D) {
+  return Tensor::from_fp32(data.data() + s * D, 1, 1, 1, D);
+}
+
+// Steady-state per-token update cost of a cache holding n tokens.
+double cache_ns_per_token(const std::string& spec, const std::vector<float>& k,
+                          const std::vector<float>& v, int64_t n, int64_t D, int64_t extra,
+                          double min_s) {
+  auto cache = make_cache(spec, D);
+  cache->update(Tensor::from_fp32(k.data(), 1, 1, n, D), Tensor::from_fp32(v.data(), 1, 1, n, D));
+  std::vector<Tensor> ks, vs;
+  for (int64_t s = 0; s < extra; ++s) {
+    ks.push_back(token_tensor(k, n + s, D));
+    vs.push_back(token_tensor(v, n + s, D));
+  }
+  int64_t i = 0;
+  const double sec = time_per_call(min_s, 20, [&] {
+    cache->update(ks[static_cast<size_t>(i % extra)], vs[static_cast<size_t>(i % extra)]);
+    ++i;
+    return static_cast<double>(cache->offset());
+  });
+  return sec * 1e9;
+}
+
+// The spec's per-token work with two full SVDs (what solver=reference does in the cache), on a
+// block of n stored tokens plus one newcomer.
+double curdkv_reference_ns(const std::vector<float>& k, const std::vector<float>& v, int64_t n,
+                           int64_t D, int64_t rank_cap, double min_s) {
+  eviction::RowMatF K = Eigen::Map<const RowMatF>(k.data(), n + 1, D);
+  eviction::RowMatF V = Eigen::Map<const RowMatF>(v.data(), n + 1, D);
+  eviction::RowMatD W(n + 1, D);
+  std::vector<double> a(static_cast<size_t>(n + 1)), tmp(a.size()), lev(a.size());
+  const float* knew = K.row(n).data();
+  const double sec = time_per_call(min_s, 3, [&] {
+    for (int64_t rows : {n, n + 1}) {
+      eviction::driving_attention(K, rows, knew, {}, false, a.data(), tmp.data());
+      for (int64_t i = 0; i < rows; ++i) W.row(i) = a[static_cast<size_t>(i)] * V.row(i).cast<double>();
+      eviction::leverage_reference(W.data(), rows, D, rank_cap, lev.data());
+    }
+    return lev[0];
+  });
+  return sec * 1e9;
+}
+
+void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
+  // Do fast and reference CurDKV make the same decisions on the spec benchmark?
+  bool agree = true;
+  for (const std::string geo : {"planted_value_divergence", "correlated"})
+    for (int64_t S : {40, 80})
+      for (int64_t budget : {6, 8})
+        for (uint64_t seed = 0; seed < 5; ++seed) {
+          auto data = make_two_class(geo, S, 24, seed);
+          const std::string b = std::to_string(budget);
+          agree = agree &&
+                  stream_and_keep("curdkv:budget=" + b + ",n_sink=0,solver=fast", data) ==
+                      stream_and_keep("curdkv:budget=" + b + ",n_sink=0,solver=reference", data);
+        }
+  const std::string agree_note =
+      std::string("decisions vs reference on spec benchmark: ") + (agree ? "identical" : "DIFFER");
+
+  for (int64_t D : opt.dims) {
+    for (int64_t n : opt.ns) {
+      const int64_t extra = 256;
+      const auto k = realistic_kv(n + extra, D, 11 + static_cast<uint64_t>(D), true);
+      const auto v = realistic_kv(n + extra, D, 12 + static_cast<uint64_t>(D), false);
+      if (opt.progress) opt.progress("eviction n=" + std::to_string(n) + " D=" + std::to_string(D));
+      AttentionStep attn(k, v, n, D);
+      const double attn_ns = time_per_call(opt.min_seconds, 50, attn) * 1e9;
+      rows.push_back({"eviction", "attention_step", n, D, attn_ns, "ns/token", 1.0, "attention_step",
+                      "QK^T, softmax, AV over n tokens, one head"});
+      const std::string b = "budget=" + std::to_string(n) + ",n_sink=4";
+      struct Arm {
+        std::string name, spec;
+      };
+      const std::vector<Arm> arms = {
+          {"full", "full"},
+          {"h2o", "h2o:" + b},
+          {"curdkv_fast", "curdkv:" + b + ",rank_cap=" + std::to_string(opt.rank_cap)},
+      };
+      double fast_ns = 0;
+      for (const auto& arm : arms) {
+        const double ns = cache_ns_per_token(arm.spec, k, v, n, D, extra, opt.min_seconds);
+        if (arm.name == "curdkv_fast") fast_ns = ns;
+        rows.push_back({"eviction", arm.name, n, D, ns, "ns/token", ns / attn_ns, "attention_step",
+                        arm.name == "curdkv_fast" ? agree_note : ""});
+      }
+      const double ref_ns = curdkv_reference_ns(k, v, n, D, opt.rank_cap, opt.min_seconds);
+      rows.push_back({"eviction", "curdkv_reference", n, D, ref_ns, "ns/token", ref_ns / attn_ns,
+                      "attention_step",
+                      "two full SVDs per token; fast path is " +
+                          std::to_string(static_cast<int64_t>(std::round(ref_ns / fast_ns))) +
+                          "x faster"});
+    }
+  }
+}
+
+void add_codec_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
+  const int64_t H = 8, S = 4096, D = 128;
+  std::vector<float> x(static_cast<size_t>(H * S * D));
+  for (int64_t h = 0; h < H; ++h) {
+    const auto kv = realistic_kv(S, D, 100 + static_cast<uint64_t>(h), true);
+    for (size_t i = 0; i < kv.size(); ++i) x[static_cast<size_t>(h * S * D) + i] = round_to_fp16(kv[i]);
+  }
+  std::vector<uint16_t> half(x.size());
+  for (size_t i = 0; i < x.size(); ++i) half[i] = fp32_to_fp16(x[i]);
+  const double mb = static_cast<double>(half.size() * 2) / 1e6;
+
+  // zstd level 1 on the same fp16 bytes: the lossless reference.
+  if (opt.progress) opt.progress("codec zstd");
+  std::vector<char> zbuf(ZSTD_compressBound(half.size() * 2));
+  size_t zsize = 0;
+  ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  const double zc = time_per_call(opt.min_seconds, 3, [&] {
+    zsize = ZSTD_compressCCtx(cctx, zbuf.data(), zbuf.size(), half.data(), half.size() * 2, 1);
+    return static_cast<double>(zsize);
+  });
+  std::vector<uint16_t> back(half.size());
+  const double zd = time_per_call(opt.min_seconds, 3, [&] {
+    return static_cast<double>(ZSTD_decompressDCtx(dctx, back.data(), back.size() * 2, zbuf.data(), zsize));
+  });
+  ZSTD_freeCCtx(cctx);
+  ZSTD_freeDCtx(dctx);
+  const double zc_mbs = mb / zc, zd_mbs = mb / zd;
+  const double zratio = static_cast<double>(half.size() * 2) / static_cast<double>(zsize);
+  rows.push_back({"codec", "zstd1_compress", S, D, zc_mbs, "MB/s", 1.0, "zstd1_compress",
+                  "ratio " + std::to_string(zratio).substr(0, 5) + "x, lossless"});
+  rows.push_back({"codec", "zstd1_decompress", S, D, zd_mbs, "MB/s", 1.0, "zstd1_decompress", ""});
+
+  std::vector<std::string> specs = {"kvtc:bit_budget=" + std::to_string(2 * D),
+                                    "kvtc:bit_budget=" + std::to_string(4 * D), "q8_0", "q4_0"};
+  std::vector<float> out(x.size());
+  for (const auto& spec : specs) {
+    if (opt.progress) opt.progress("codec " + spec);
+    auto codec = make_codec(spec, D);
+    EncodedBlock blk;
+    const double enc = time_per_call(opt.min_seconds, 2, [&] {
+      blk = codec->encode(x.data(), H, S);
+      return static_cast<double>(blk.total_bytes());
+    });
+    const double dec = time_per_call(opt.min_seconds, 2, [&] {
+      codec->decode(blk, out.data());
+      return static_cast<double>(out[0]);
+    });
+    double se = 0, sx = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      se += (out[i] - x[i]) * (out[i] - x[i]);
+      sx += x[i] * x[i];
+    }
+    const double ratio = static_cast<double>(half.size() * 2) / static_cast<double>(blk.total_bytes());
+    char note[160];
+    std::snprintf(note, sizeof note, "ratio %.2fx vs fp16, %.2f bits/value, rel. MSE %.2e", ratio,
+                  8.0 * static_cast<double>(blk.total_bytes()) / static_cast<double>(x.size()), se / sx);
+    rows.push_back({"codec", spec + " encode", S, D, mb / enc, "MB/s", (mb / enc) / zc_mbs,
+                    "zstd1_compress", note});
+    rows.push_back({"codec", spec + " decode", S, D, mb / dec, "MB/s", (mb / dec) / zd_mbs,
+                    "zstd1_decompress", ""});
+  }
+}
+
+void add_generate_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
+  std::string model_path, tok_path;
+  try {
+    model_path = opt.models_dir.empty() ? find_model_file("stories260K.bin")
+                                        : opt.models_dir + "/stories260K.bin";
+  } catch (const Error& e) {
+    rows.push_back({"generate", "skipped", 0, 0, 0, "tok/s", 0, "", "stories260K.bin not found"});
+    return;
+  }
+  const Model model = Model::load(model_path);
+  const int64_t steps = 256;
+  double full_tps = 0;
+  for (const std::string spec : {"full", "h2o:budget=64,n_sink=4", "curdkv:budget=64,n_sink=4",
+                                 "kvtc:bit_budget=32"}) {
+    if (opt.progress) opt.progress("generate " + spec);
+    const auto t0 = Clock::now();
+    int64_t tokens = 0;
+    do {
+      Engine engine(model, spec);
+      int32_t tok = 1;
+      for (int64_t s = 0; s < steps; ++s) {
+        const float* logits = engine.step(tok);
+        tok = argmax(logits, model.config().vocab_size);
+        ++tokens;
+      }
+    } while (seconds_since(t0) < opt.min_seconds);
+    const double tps = static_cast<double>(tokens) / seconds_since(t0);
+    if (spec == "full") full_tps = tps;
+    rows.push_back({"generate", spec, steps, model.config().head_dim(), tps, "tok/s",
+                    tps / full_tps, "full", "stories260K, greedy from BOS, 256 steps"});
+  }
+}
+
+}  // namespace
+
+std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys) {
+  Rng rng(seed);
+  // A random mixing matrix with a decaying spectrum (sigma_j ~ (1 + j)^-0.8).
+  Eigen::MatrixXf M(D, D);
+  for (int64_t j = 0; j < D; ++j)
+    for (int64_t d = 0; d < D; ++d)
+      M(j, d) = static_cast<float>(rng.normal() * std::pow(1.0 + static_cast<double>(j), -0.8) /
+                                   std::sqrt(static_cast<double>(D)));
+  Eigen::MatrixXf Z(S, D);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t j = 0; j < D; ++j) Z(s, j) = static_cast<float>(rng.normal());
+  Eigen::MatrixXf X = Z * M * 4.0f;
+  // a few outlier channels (keys carry larger ones and a mean offset)
+  for (int64_t c : {int64_t{3}, D / 2, D - 5}) X.col(c) *= keys ? 8.0f : 3.0f;
+  if (keys) X.rowwise() += Eigen::RowVectorXf::Constant(D, 0.5f);
+  std::vector<float> out(static_cast<size_t>(S * D));
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t d = 0; d < D; ++d) out[static_cast<size_t>(s * D + d)] = X(s, d);
+  return out;
+}
+
+std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt) {
+  std::vector<SpeedRow> rows;
+  if (opt.eviction) add_eviction_rows(opt, rows);
+  if (opt.codec) add_codec_rows(opt, rows);
+  if (opt.generate) add_generate_rows(opt, rows);
+  return rows;
+}
+
+}  // namespace vq::bench

@@ -1,0 +1,43 @@
+// `veloxquant bench speed`: per-token cost of eviction methods next to the decode attention they
+// serve, KVTC codec throughput next to zstd and llama.cpp's q8_0/q4_0, and model tokens/s.
+// Single thread. Every row carries a ratio to its reference because absolute times drift.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace vq::bench {
+
+struct SpeedRow {
+  std::string group;      ///< "eviction", "codec", "generate"
+  std::string name;       ///< method / codec / operation
+  int64_t n = 0;          ///< tokens in the cache (eviction) or S (codec)
+  int64_t D = 0;
+  double value = 0;       ///< ns per token (eviction), MB/s (codec), tokens/s (generate)
+  std::string unit;       ///< "ns/token", "MB/s", "tok/s"
+  double ratio = 0;       ///< value / reference value
+  std::string ratio_to;   ///< what the ratio is against
+  std::string note;       ///< e.g. decisions agree, bytes per value
+};
+
+struct SpeedOptions {
+  std::vector<int64_t> ns{128, 512, 2048};
+  std::vector<int64_t> dims{64, 128};
+  int64_t rank_cap = 16;
+  double min_seconds = 0.3;  ///< time budget per measured row
+  bool codec = true;
+  bool eviction = true;
+  bool generate = true;
+  std::string models_dir;    ///< for the generate rows ("" = default search)
+  std::function<void(const std::string&)> progress;  ///< called before each row (may be empty)
+};
+
+std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt);
+
+/// Realistic synthetic K/V for one head: decaying spectrum plus a few large outlier channels.
+/// Returns [S, D] row-major.
+std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys);
+
+}  // namespace vq::bench
