@@ -96,11 +96,24 @@ TEST_P(MethodGeneric, EmptyAndOneTokenInput) {
   ASSERT_EQ(r1.n_kept, 1);
   EXPECT_EQ(cache->offset(), 1);
   EXPECT_EQ(r1.positions, (std::vector<int64_t>{0, 0}));
+  // Eviction methods hand back exactly what they kept; transform methods a reconstruction whose
+  // error is a small fraction of the token's largest magnitude (4-bit formats included).
+  float kmax = 0, vmax = 0;
+  for (int64_t i = 0; i < K.numel(); ++i) {
+    kmax = std::max(kmax, std::fabs(K.data()[i]));
+    vmax = std::max(vmax, std::fabs(V.data()[i]));
+  }
+  const bool exact = info().family == vq::Family::Eviction;
   for (int64_t i = 0; i < K.numel(); ++i) {
     ASSERT_TRUE(std::isfinite(r1.keys.data()[i]));
-    // one token is at worst held in fp16
-    EXPECT_NEAR(r1.keys.data()[i], K.data()[i], 1e-2 * (1 + std::fabs(K.data()[i])));
-    EXPECT_NEAR(r1.values.data()[i], V.data()[i], 1e-2 * (1 + std::fabs(V.data()[i])));
+    ASSERT_TRUE(std::isfinite(r1.values.data()[i]));
+    if (exact) {
+      EXPECT_EQ(r1.keys.data()[i], K.data()[i]);
+      EXPECT_EQ(r1.values.data()[i], V.data()[i]);
+    } else {
+      EXPECT_NEAR(r1.keys.data()[i], K.data()[i], 0.15f * kmax);
+      EXPECT_NEAR(r1.values.data()[i], V.data()[i], 0.15f * vmax);
+    }
   }
 }
 
