@@ -7,4 +7,6 @@ bash scripts/install_deps.sh --with-plots
 BUILD="${VQ_BUILD_DIR:-build}"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD" -j "$(nproc)" --target veloxquant_cli
-"$BUILD/bin/veloxquant" bench curdkv "$@"
+mkdir -p out
+# the main job: fidelity of every default method against the full cache on stories260K
+"$BUILD/bin/veloxquant" eval --json out/eval_default.json --plot out/eval_default.png "$@"

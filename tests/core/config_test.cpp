@@ -100,7 +100,9 @@ TEST(Registry, EveryMethodIsWellFormed) {
     EXPECT_FALSE(m.id.empty());
     EXPECT_FALSE(m.description.empty()) << m.id;
     EXPECT_TRUE(static_cast<bool>(m.make_cache)) << m.id;
-    if (m.family == vq::Family::Transform) EXPECT_TRUE(static_cast<bool>(m.make_codec)) << m.id;
+    if (m.family == vq::Family::Transform) {
+      EXPECT_TRUE(static_cast<bool>(m.make_codec)) << m.id;
+    }
     for (const auto& o : m.options) EXPECT_FALSE(o.help.empty()) << m.id << "." << o.name;
     EXPECT_EQ(&vq::find_method(m.id), &m);
   }

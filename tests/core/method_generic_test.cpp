@@ -55,18 +55,24 @@ TEST_P(MethodGeneric, BudgetRespectedAndPositionsValid) {
   for (int64_t s = 20; s < 80; ++s) {
     auto r = cache->update_and_fetch(K.slice_tokens(s, 1), V.slice_tokens(s, 1));
     ASSERT_EQ(cache->offset(), s + 1);
-    if (budget > 0) ASSERT_LE(r.n_kept, budget) << "step " << s;
+    if (budget > 0) {
+      ASSERT_LE(r.n_kept, budget) << "step " << s;
+    }
     for (int64_t h = 0; h < 2; ++h) {
       for (int64_t i = 0; i < r.n_kept; ++i) {
         const int64_t p = r.positions[static_cast<size_t>(h * r.n_kept + i)];
         ASSERT_GE(p, 0);
         ASSERT_LE(p, s);
-        if (i > 0) ASSERT_LT(r.positions[static_cast<size_t>(h * r.n_kept + i - 1)], p);
+        if (i > 0) {
+          ASSERT_LT(r.positions[static_cast<size_t>(h * r.n_kept + i - 1)], p);
+        }
       }
     }
     ASSERT_EQ(cache->stats().tokens_seen, s + 1);
   }
-  if (info().family == vq::Family::Transform) EXPECT_EQ(cache->fetch().n_kept, 80);
+  if (info().family == vq::Family::Transform) {
+    EXPECT_EQ(cache->fetch().n_kept, 80);
+  }
 }
 
 TEST_P(MethodGeneric, Deterministic) {
@@ -198,7 +204,9 @@ TEST_P(MethodGeneric, AcceptsTrueQueries) {
     cache->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
   }
   const int64_t budget = budget_of(cache->config(), info());
-  if (budget > 0) EXPECT_LE(cache->fetch().n_kept, budget);
+  if (budget > 0) {
+    EXPECT_LE(cache->fetch().n_kept, budget);
+  }
 }
 
 std::vector<std::string> all_ids() {
@@ -219,7 +227,9 @@ TEST(Builder, OneCachePerLayerWithTheSameConfigAndDistinctSeeds) {
     EXPECT_EQ(caches[l]->context().layer, l);
     EXPECT_EQ(caches[l]->context().n_layers, 5);
     EXPECT_EQ(caches[l]->context().seed, vq::layer_seed(42, l));
-    if (l > 0) EXPECT_NE(caches[l]->context().seed, caches[l - 1]->context().seed);
+    if (l > 0) {
+      EXPECT_NE(caches[l]->context().seed, caches[l - 1]->context().seed);
+    }
   }
   EXPECT_THROW(vq::build_caches(config, 0, 8), vq::InvalidArgument);
   EXPECT_THROW(vq::make_cache(config, 0), vq::InvalidArgument);

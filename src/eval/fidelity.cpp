@@ -1,0 +1,267 @@
+#include "eval/fidelity.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "veloxquant/errors.hpp"
+#include "veloxquant/registry.hpp"
+
+namespace vq::eval {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// log_softmax of n float logits, in double.
+void log_softmax(const float* logits, int64_t n, double* out) {
+  double mx = logits[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(logits[i]) - lse;
+}
+
+// Accumulators of one method over all windows.
+struct Acc {
+  double mem_sum = 0;
+  int64_t mem_n = 0;
+  double mem_final_sum = 0;
+  int64_t windows = 0;
+  double seconds = 0;
+  int64_t processed = 0;
+};
+
+// Feed window tokens 0..n-2 (the ones whose logits predict a token) through a reset engine.
+// on_logits(p, logits) is called for every position p in [0, n-2].
+template <typename F>
+void run_window(Engine& e, const std::vector<int32_t>& w, int64_t prefill, Acc& acc,
+                F&& on_logits) {
+  e.reset();
+  const int64_t n = static_cast<int64_t>(w.size()) - 1;  // positions that predict something
+  if (n <= 0) return;
+  const ModelConfig& c = e.model().config();
+  const int64_t V = c.vocab_size;
+  const double per_pos = static_cast<double>(c.n_layers * c.n_kv_heads);
+  double last = 0;
+  auto sample = [&](int64_t p) {
+    last = e.stats().kept_bytes / (per_pos * static_cast<double>(p + 1));
+    acc.mem_sum += last;
+    acc.mem_n += 1;
+  };
+  const int64_t P = std::min(prefill, n);
+  if (P > 0) {
+    const std::vector<int32_t> chunk(w.begin(), w.begin() + P);
+    const double t0 = now_s();
+    const std::vector<float>& lg = e.prefill(chunk, true);
+    acc.seconds += now_s() - t0;
+    sample(P - 1);
+    for (int64_t p = 0; p < P; ++p) on_logits(p, lg.data() + p * V);
+  }
+  for (int64_t p = P; p < n; ++p) {
+    const double t0 = now_s();
+    const float* lg = e.step(w[static_cast<size_t>(p)]);
+    acc.seconds += now_s() - t0;
+    sample(p);
+    on_logits(p, lg);
+  }
+  acc.processed += n;
+  acc.mem_final_sum += last;
+  acc.windows += 1;
+}
+
+void finish(MethodResult& r, const Acc& acc, const ModelConfig& c) {
+  r.perplexity = r.predicted > 0 ? std::exp(r.nll_sum / static_cast<double>(r.predicted)) : 0;
+  r.fp16_bytes_per_token = 2.0 * 2.0 * static_cast<double>(c.head_dim());
+  r.bytes_per_token = acc.mem_n > 0 ? acc.mem_sum / static_cast<double>(acc.mem_n) : 0;
+  r.bytes_per_token_final =
+      acc.windows > 0 ? acc.mem_final_sum / static_cast<double>(acc.windows) : 0;
+  r.compression_ratio = r.bytes_per_token > 0 ? r.fp16_bytes_per_token / r.bytes_per_token : 1;
+  r.compression_ratio_final =
+      r.bytes_per_token_final > 0 ? r.fp16_bytes_per_token / r.bytes_per_token_final : 1;
+  r.tokens_processed = acc.processed;
+  r.seconds = acc.seconds;
+  r.tokens_per_s = acc.seconds > 0 ? static_cast<double>(acc.processed) / acc.seconds : 0;
+}
+
+void check_windows(const Model& model, const std::vector<std::vector<int32_t>>& windows) {
+  const ModelConfig& c = model.config();
+  for (size_t i = 0; i < windows.size(); ++i)
+    VQ_CHECK(static_cast<int64_t>(windows[i].size()) <= c.seq_len, InvalidArgument, "window ", i,
+             " holds ", windows[i].size(), " tokens, more than the context length ", c.seq_len);
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> make_windows(const std::vector<int32_t>& text, int64_t context,
+                                               int64_t max_tokens) {
+  VQ_CHECK(context >= 2, InvalidArgument, "make_windows: context = ", context,
+           " must be >= 2 (BOS plus one token)");
+  VQ_CHECK(max_tokens >= 0, InvalidArgument, "make_windows: max_tokens = ", max_tokens,
+           " must be >= 0");
+  int64_t n = static_cast<int64_t>(text.size());
+  if (max_tokens > 0) n = std::min(n, max_tokens);
+  const int64_t per = context - 1;
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t start = 0; start < n; start += per) {
+    const int64_t end = std::min(n, start + per);
+    std::vector<int32_t> w;
+    w.reserve(static_cast<size_t>(end - start + 1));
+    w.push_back(Tokenizer::kBos);
+    w.insert(w.end(), text.begin() + start, text.begin() + end);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+FidelityReport run_fidelity(const Model& model, const std::vector<std::vector<int32_t>>& windows,
+                            const FidelityOptions& opt) {
+  check_windows(model, windows);
+  VQ_CHECK(opt.run.prefill >= 0, InvalidArgument, "run_fidelity: prefill = ", opt.run.prefill,
+           " must be >= 0");
+  const ModelConfig& c = model.config();
+  const int64_t V = c.vocab_size;
+  const CacheConfig full_cfg = CacheConfig::parse("full");
+
+  // Parse everything before any work; methods equal to `full` reuse the reference run.
+  std::vector<CacheConfig> cfgs;
+  std::vector<int> is_full;
+  for (const auto& s : opt.methods) {
+    cfgs.push_back(CacheConfig::parse(s));
+    is_full.push_back(cfgs.back() == full_cfg);
+  }
+  Engine ref(model, full_cfg, opt.run.engine());
+  std::vector<Engine> engines;
+  std::vector<size_t> engine_of(cfgs.size(), 0);
+  for (size_t i = 0; i < cfgs.size(); ++i) {
+    if (is_full[i]) continue;
+    engine_of[i] = engines.size();
+    engines.emplace_back(model, cfgs[i], opt.run.engine());
+  }
+
+  FidelityReport rep;
+  rep.context = c.seq_len;
+  rep.n_windows = static_cast<int64_t>(windows.size());
+  rep.reference.spec = full_cfg.to_string();
+  std::vector<MethodResult> res(cfgs.size());
+  std::vector<Acc> accs(cfgs.size());
+  for (size_t i = 0; i < cfgs.size(); ++i) res[i].spec = cfgs[i].to_string();
+  Acc ref_acc;
+
+  const int64_t total = rep.n_windows * static_cast<int64_t>(1 + engines.size());
+  int64_t done = 0;
+  std::vector<double> ref_lp, lp(static_cast<size_t>(V));
+  std::vector<int32_t> ref_top;
+  for (const auto& w : windows) {
+    const int64_t n = static_cast<int64_t>(w.size()) - 1;
+    if (n <= 0) continue;
+    rep.predicted_tokens += n;
+    ref_lp.assign(static_cast<size_t>(n * V), 0.0);
+    ref_top.assign(static_cast<size_t>(n), 0);
+    run_window(ref, w, opt.run.prefill, ref_acc, [&](int64_t p, const float* lg) {
+      double* out = ref_lp.data() + p * V;
+      log_softmax(lg, V, out);
+      ref_top[static_cast<size_t>(p)] = argmax(lg, V);
+      rep.reference.nll_sum -= out[w[static_cast<size_t>(p + 1)]];
+      rep.reference.predicted += 1;
+    });
+    if (opt.progress) opt.progress(++done, total);
+    for (size_t i = 0; i < cfgs.size(); ++i) {
+      if (is_full[i]) continue;
+      MethodResult& r = res[i];
+      double kl_sum = r.kl_mean * static_cast<double>(r.predicted);  // running sum
+      double agree = r.top1_agreement * static_cast<double>(r.predicted);
+      run_window(engines[engine_of[i]], w, opt.run.prefill, accs[i],
+                 [&](int64_t p, const float* lg) {
+                   log_softmax(lg, V, lp.data());
+                   const double* ref_p = ref_lp.data() + p * V;
+                   double kl = 0;
+                   for (int64_t v = 0; v < V; ++v)
+                     kl += std::exp(ref_p[v]) * (ref_p[v] - lp[static_cast<size_t>(v)]);
+                   kl = std::max(kl, 0.0);  // rounding can leave -1e-17 for equal inputs
+                   kl_sum += kl;
+                   r.kl_max = std::max(r.kl_max, kl);
+                   agree += argmax(lg, V) == ref_top[static_cast<size_t>(p)] ? 1.0 : 0.0;
+                   r.nll_sum -= lp[static_cast<size_t>(w[static_cast<size_t>(p + 1)])];
+                   r.predicted += 1;
+                 });
+      r.kl_mean = r.predicted > 0 ? kl_sum / static_cast<double>(r.predicted) : 0;
+      r.top1_agreement = r.predicted > 0 ? agree / static_cast<double>(r.predicted) : 1;
+      if (opt.progress) opt.progress(++done, total);
+    }
+  }
+  finish(rep.reference, ref_acc, c);
+  for (size_t i = 0; i < cfgs.size(); ++i) {
+    if (is_full[i]) {
+      res[i] = rep.reference;
+      continue;
+    }
+    finish(res[i], accs[i], c);
+  }
+  for (auto& r : res) {
+    r.ppl_delta = r.perplexity - rep.reference.perplexity;
+    r.ppl_delta_rel = rep.reference.perplexity > 0 ? r.ppl_delta / rep.reference.perplexity : 0;
+  }
+  rep.methods = std::move(res);
+  return rep;
+}
+
+std::vector<std::string> default_methods(int64_t context, int64_t head_dim) {
+  auto registered = [](const char* id) {
+    for (const auto& m : methods())
+      if (m.id == id) return true;
+    return false;
+  };
+  std::vector<std::string> out = {"full"};
+  // Eviction at 1/8, 1/4 and 1/2 of the context: H2O as the spec defines it (no recent window)
+  // and with half its budget protecting the most recent tokens; CurDKV with the spec's cumulative
+  // score and with the per-update mean.
+  for (int64_t div : {8, 4, 2}) {
+    const int64_t budget = std::max<int64_t>(context / div, 8);  // above the 4 sinks
+    if (registered("h2o")) {
+      out.push_back(detail::cat("h2o:budget=", budget));
+      out.push_back(detail::cat("h2o:budget=", budget, ",recent=", budget / 2));
+    }
+    if (registered("curdkv")) {
+      out.push_back(detail::cat("curdkv:budget=", budget));
+      out.push_back(detail::cat("curdkv:budget=", budget, ",score=mean"));
+    }
+  }
+  for (const char* id : {"kvtc", "uniform"})
+    if (registered(id))
+      for (int64_t bits : {2, 4}) out.push_back(detail::cat(id, ":bit_budget=", bits * head_dim));
+  for (const char* id : {"q8_0", "q4_0"})
+    if (registered(id)) out.emplace_back(id);
+  return out;
+}
+
+MethodResult perplexity(const Model& model, const std::vector<std::vector<int32_t>>& windows,
+                        const CacheConfig& method, const RunOptions& run,
+                        const std::function<void(int64_t, int64_t)>& progress) {
+  check_windows(model, windows);
+  VQ_CHECK(run.prefill >= 0, InvalidArgument, "perplexity: prefill = ", run.prefill,
+           " must be >= 0");
+  const int64_t V = model.config().vocab_size;
+  Engine e(model, method, run.engine());
+  MethodResult r;
+  r.spec = method.to_string();
+  Acc acc;
+  std::vector<double> lp(static_cast<size_t>(V));
+  int64_t done = 0;
+  for (const auto& w : windows) {
+    run_window(e, w, run.prefill, acc, [&](int64_t p, const float* lg) {
+      log_softmax(lg, V, lp.data());
+      r.nll_sum -= lp[static_cast<size_t>(w[static_cast<size_t>(p + 1)])];
+      r.predicted += 1;
+    });
+    if (progress) progress(++done, static_cast<int64_t>(windows.size()));
+  }
+  finish(r, acc, model.config());
+  return r;
+}
+
+}  // namespace vq::eval
