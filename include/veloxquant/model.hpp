@@ -10,9 +10,11 @@
 // docs/eval.md. Shapes: dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +23,25 @@
 #include "veloxquant/config.hpp"
 
 namespace vq {
+
+/// Allocator with 64-byte alignment. SIMD kernels peel loops by pointer alignment, which changes
+/// the summation order; buffers that always start on a 64-byte boundary make every run (and every
+/// Engine over the same Model) produce bit-identical results.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, kAlign); }
+  template <typename U>
+  bool operator==(const AlignedAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+using AlignedFloats = std::vector<float, AlignedAllocator<float>>;
 
 // ------------------------------------------------------------------------------------------------
 // Model
@@ -84,7 +105,7 @@ class Model {
 
  private:
   ModelConfig config_;
-  std::vector<float> data_;  // every float after the header, in file order
+  AlignedFloats data_;  // every float after the header, in file order
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -135,25 +156,40 @@ class Tokenizer {
 // ------------------------------------------------------------------------------------------------
 // Engine
 
+struct EngineOptions {
+  uint64_t seed = 0;  ///< passed to build_caches (per-layer seeds derived from it)
+  /// Decode only. An eviction policy may drop the token it was just given (it judges it not
+  /// worth keeping for later tokens). With strict_view = false (default) that token still
+  /// attends to its own key/value at this step, as a serving stack does: they are at hand and
+  /// cost no cache memory. With true, attention covers exactly what cache->view() holds.
+  bool strict_view = false;
+};
+
 /// fp32 forward pass of a Model, one VeloxQuant KVCache per layer (built by build_caches).
 ///
 /// Decode (`step`): for each layer the token's key/value [1, n_kv_heads, 1, head_dim] and its
 /// RoPE'd queries [1, n_heads, 1, head_dim] go to cache->update(k, v, &q); the token then attends
-/// over cache->view() (whatever is kept, at the kept tokens' true positions).
+/// over cache->view() (whatever is kept, at the kept tokens' true positions), plus its own
+/// key/value if the cache dropped them and strict_view is off.
 /// Prefill (`prefill`): the chunk attends causally and exactly over (what the cache held before
 /// the chunk) + (the chunk itself); then the whole chunk goes to the cache in one update call.
 /// Caches with wants_pre_rope_keys() get un-rotated keys; the engine rotates what it reads back
 /// by each kept token's position. The Model must outlive the Engine.
 class Engine {
  public:
-  Engine(const Model& model, const CacheConfig& cache, uint64_t seed = 0);
-  Engine(const Model& model, const std::string& cache_spec, uint64_t seed = 0);
+  Engine(const Model& model, const CacheConfig& cache, const EngineOptions& opt = {});
+  Engine(const Model& model, const std::string& cache_spec, const EngineOptions& opt = {});
+  /// Caches from a factory instead of the registry (tests, custom caches): make_layer_cache(l)
+  /// builds layer l's cache; it is called again by reset(). cache_config() is layer 0's config.
+  using CacheFactory = std::function<std::unique_ptr<KVCache>(int64_t layer)>;
+  Engine(const Model& model, CacheFactory make_layer_cache, const EngineOptions& opt = {});
   ~Engine();
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;
 
   const Model& model() const;
   const CacheConfig& cache_config() const;
+  const EngineOptions& options() const;
   /// Fresh caches (same config and seed) and position 0.
   void reset();
   /// Position the next token will take (= tokens processed so far).
@@ -173,6 +209,7 @@ class Engine {
 
  private:
   struct Impl;
+  void init(const Model& model, const EngineOptions& opt);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -86,6 +86,8 @@ class EvictionCache : public KVCache {
                             [&](int64_t i) { return st.score[static_cast<size_t>(i)]; });
   }
   bool over_budget(const HeadState& st) const { return budget_ > 0 && st.n > budget_; }
+  /// Index b * H + h of a head's state, for methods that keep extra per-head state.
+  size_t head_index(const HeadState& st) const { return static_cast<size_t>(&st - heads_.data()); }
 
  private:
   void ensure_capacity(HeadState& st, int64_t rows);

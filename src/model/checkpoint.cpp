@@ -81,8 +81,9 @@ void ModelConfig::validate() const {
   check_field("seq_len", seq_len, 1, 1 << 20);
   VQ_CHECK(dim % n_heads == 0, FormatError, "checkpoint header: dim = ", dim,
            " is not a multiple of n_heads = ", n_heads);
-  VQ_CHECK(head_dim() % 2 == 0, FormatError, "checkpoint header: head_dim = dim / n_heads = ",
-           head_dim(), " must be even (RoPE rotates pairs)");
+  VQ_CHECK(head_dim() % 2 == 0, FormatError,
+           "checkpoint header: head_dim = dim / n_heads = ", head_dim(),
+           " must be even (RoPE rotates pairs)");
   VQ_CHECK(n_heads % n_kv_heads == 0, FormatError, "checkpoint header: n_heads = ", n_heads,
            " is not a multiple of n_kv_heads = ", n_kv_heads);
 }
@@ -92,7 +93,9 @@ int64_t ModelConfig::n_floats() const {
   return spans.back().offset + spans.back().count;
 }
 
-int64_t ModelConfig::file_bytes() const { return kHeaderBytes + 4 * n_floats(); }
+int64_t ModelConfig::file_bytes() const {
+  return kHeaderBytes + 4 * n_floats();
+}
 
 Model Model::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -132,14 +135,14 @@ Model Model::load(const std::string& path) {
         at = &s;
         break;
       }
-    VQ_THROW(FormatError, "checkpoint '", path, "' is truncated: ", size, " bytes, but its header (",
-             describe(c), ") implies ", expect, " bytes; the data ends inside tensor '", at->name,
-             "' after ", have - at->offset, " of its ", at->count, " floats");
+    VQ_THROW(FormatError, "checkpoint '", path, "' is truncated: ", size,
+             " bytes, but its header (", describe(c), ") implies ", expect,
+             " bytes; the data ends inside tensor '", at->name, "' after ", have - at->offset,
+             " of its ", at->count, " floats");
   }
   VQ_CHECK(size == expect, FormatError, "checkpoint '", path, "' has ", size - expect,
-           " bytes after its last tensor '", spans.back().name, "' (", size,
-           " bytes, header (", describe(c), ") implies ", expect,
-           "): padded file or wrong header");
+           " bytes after its last tensor '", spans.back().name, "' (", size, " bytes, header (",
+           describe(c), ") implies ", expect, "): padded file or wrong header");
 
   m.data_.resize(static_cast<size_t>(c.n_floats()));
   f.read(reinterpret_cast<char*>(m.data_.data()),
@@ -174,8 +177,8 @@ Model Model::random(const ModelConfig& config, uint64_t seed, float scale) {
       const bool re = s.name == "freq_cis_real";
       for (int64_t pos = 0; pos < config.seq_len; ++pos)
         for (int64_t i = 0; i < hd2; ++i) {
-          const double freq = std::pow(10000.0, -2.0 * static_cast<double>(i) /
-                                                    static_cast<double>(config.head_dim()));
+          const double freq = std::pow(
+              10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(config.head_dim()));
           const double a = static_cast<double>(pos) * freq;
           p[pos * hd2 + i] = static_cast<float>(re ? std::cos(a) : std::sin(a));
         }
@@ -192,8 +195,10 @@ void Model::save(const std::string& path) const {
   std::ofstream f(path, std::ios::binary);
   VQ_CHECK(f.good(), IoError, "cannot open '", path, "' for writing");
   const ModelConfig& c = config_;
-  const int32_t h[7] = {static_cast<int32_t>(c.dim),        static_cast<int32_t>(c.hidden_dim),
-                        static_cast<int32_t>(c.n_layers),   static_cast<int32_t>(c.n_heads),
+  const int32_t h[7] = {static_cast<int32_t>(c.dim),
+                        static_cast<int32_t>(c.hidden_dim),
+                        static_cast<int32_t>(c.n_layers),
+                        static_cast<int32_t>(c.n_heads),
                         static_cast<int32_t>(c.n_kv_heads),
                         static_cast<int32_t>(c.shared_classifier ? c.vocab_size : -c.vocab_size),
                         static_cast<int32_t>(c.seq_len)};
@@ -203,7 +208,9 @@ void Model::save(const std::string& path) const {
   VQ_CHECK(f.good(), IoError, "failed writing '", path, "'");
 }
 
-const float* Model::token_embedding() const { return data_.data(); }
+const float* Model::token_embedding() const {
+  return data_.data();
+}
 
 LayerWeights Model::layer(int64_t l) const {
   VQ_CHECK(l >= 0 && l < config_.n_layers, InvalidArgument, "Model::layer: l = ", l,

@@ -44,15 +44,15 @@ Tokenizer Tokenizer::load(const std::string& path, int64_t vocab_size) {
   f.read(reinterpret_cast<char*>(&max_len), 4);
   VQ_CHECK(max_len >= 1 && max_len <= 65536, FormatError, "tokenizer '", path,
            "': max_token_length = ", max_len, " is out of range [1, 65536]");
-  VQ_CHECK(vocab_size <= (1 << 21), InvalidArgument, "Tokenizer::load: vocab_size = ",
-           vocab_size, " exceeds 2097152");
+  VQ_CHECK(vocab_size <= (1 << 21), InvalidArgument, "Tokenizer::load: vocab_size = ", vocab_size,
+           " exceeds 2097152");
   std::vector<std::string> pieces;
   std::vector<float> scores;
   int64_t pos = 4;
   while (vocab_size > 0 ? static_cast<int64_t>(pieces.size()) < vocab_size : pos < size) {
     const int64_t id = static_cast<int64_t>(pieces.size());
-    VQ_CHECK(size - pos >= 8, FormatError, "tokenizer '", path, "' is truncated inside piece ",
-             id, vocab_size > 0 ? detail::cat(" of ", vocab_size) : std::string(),
+    VQ_CHECK(size - pos >= 8, FormatError, "tokenizer '", path, "' is truncated inside piece ", id,
+             vocab_size > 0 ? detail::cat(" of ", vocab_size) : std::string(),
              " (its score/length fields need 8 bytes, ", size - pos, " left)");
     float score = 0;
     int32_t len = 0;
@@ -118,9 +118,10 @@ float Tokenizer::score(int32_t id) const {
 }
 
 int32_t Tokenizer::find(std::string_view p) const {
-  auto it = std::lower_bound(sorted_.begin(), sorted_.end(), p, [&](int32_t id, std::string_view x) {
-    return std::string_view(pieces_[static_cast<size_t>(id)]) < x;
-  });
+  auto it =
+      std::lower_bound(sorted_.begin(), sorted_.end(), p, [&](int32_t id, std::string_view x) {
+        return std::string_view(pieces_[static_cast<size_t>(id)]) < x;
+      });
   if (it != sorted_.end() && pieces_[static_cast<size_t>(*it)] == p) return *it;
   return -1;
 }
@@ -199,7 +200,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool bos, bool eos
       consider(prev[l], c.left);
       consider(c.left, next[l]);
     }
-    for (int64_t i = 0; i >= 0; i = next[static_cast<size_t>(i)]) out.push_back(sym[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i >= 0; i = next[static_cast<size_t>(i)])
+      out.push_back(sym[static_cast<size_t>(i)]);
   }
   if (eos) out.push_back(kEos);
   return out;

@@ -101,12 +101,13 @@ TEST(Npy, Int64RoundTripAndExactBytes) {
   const std::vector<int64_t> pos = {0, 1, 5, 9, -1, 1LL << 40};
   const NpyArray a = vq::npy_from_int64(pos.data(), {2, 3});
   const std::vector<uint8_t> img = vq::encode_npy(a);
-  // The header is what NumPy itself writes for np.save(f, np.zeros((2, 3), np.int64)).
-  const std::string header(img.begin() + 10, img.begin() + 10 + 64 - 10);
-  EXPECT_EQ(header.substr(0, 48), "{'descr': '<i8', 'fortran_order': False, 'shape'");
-  EXPECT_EQ(header.substr(48, 10), ": (2, 3), ");
-  EXPECT_EQ(header.back(), '\n');
-  EXPECT_EQ(img[8] | (img[9] << 8), 54);
+  // Byte for byte what NumPy 1.24 writes for np.save(f, np.zeros((2, 3), np.int64)): a 118-byte
+  // header length, the dict, spaces up to 127 bytes, then '\n'.
+  ASSERT_EQ(img.size(), 128u + 48u);
+  EXPECT_EQ(img[8] | (img[9] << 8), 118);
+  const std::string header(img.begin() + 10, img.begin() + 128);
+  const std::string dict = "{'descr': '<i8', 'fortran_order': False, 'shape': (2, 3), }";
+  EXPECT_EQ(header, dict + std::string(117 - dict.size(), ' ') + "\n");
   const NpyArray b = vq::parse_npy(img.data(), img.size());
   EXPECT_EQ(b.to_int64(), pos);
   // One-dimensional shapes keep the trailing comma of a Python 1-tuple.
@@ -285,6 +286,29 @@ TEST(Npy, Version2HeadersAndHeaderLengthLimit) {
   const auto big = raw_npy(2, huge, floats_le(x));
   EXPECT_NE(format_error_of([&] { vq::parse_npy(big.data(), big.size()); }).find("limit"),
             std::string::npos);
+}
+
+TEST(Npy, EveryHeaderByteMutationIsParsedOrRefused) {
+  // Any byte of the prefix and header set to any of a few values: the reader either returns an
+  // array whose byte count matches its shape or throws FormatError (never crashes or over-reads).
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  const std::vector<uint8_t> img = vq::encode_npy(vq::npy_from_float(x.data(), {2, 3}));
+  size_t accepted = 0, refused = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    for (uint8_t value : {uint8_t{0}, uint8_t{'1'}, uint8_t{'('}, uint8_t{'\''}, uint8_t{0xFF}}) {
+      std::vector<uint8_t> f = img;
+      f[i] = value;
+      try {
+        const NpyArray a = vq::parse_npy(f.data(), f.size());
+        EXPECT_EQ(a.bytes.size(), static_cast<size_t>(a.numel()) * vq::npy_dtype_size(a.dtype));
+        ++accepted;
+      } catch (const vq::FormatError&) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(refused, 100u);
+  EXPECT_GT(accepted, 0u);  // e.g. a changed padding byte or an equivalent shape spelling
 }
 
 }  // namespace

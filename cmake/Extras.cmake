@@ -1,0 +1,92 @@
+# Interfaces around the core library: xxHash for the .vqkv checksums, the Python module, the C API
+# example, install rules and the CMake package config. Included at the end of the top-level
+# CMakeLists.txt, so every target defined there exists here.
+
+# xxHash (Debian: libxxhash-dev). src/io/vqkv.cpp compiles it inline (XXH_INLINE_ALL), so only
+# the header is needed and nothing is added to what consumers of the installed library link.
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+target_link_libraries(veloxquant PRIVATE $<BUILD_INTERFACE:PkgConfig::XXHASH>)
+
+# Building vq_tests also builds the CLI: the interface tests run it.
+if(TARGET vq_tests)
+  add_dependencies(vq_tests veloxquant_cli)
+endif()
+
+# ------------------------------------------------------------------------------------------------
+# Python module `veloxquant` (pybind11 + NumPy from Debian's packages, for /usr/bin/python3).
+if(VQ_BUILD_PYTHON)
+  if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python 3 REQUIRED COMPONENTS Interpreter Development.Module)
+  find_package(pybind11 2.6 CONFIG REQUIRED)
+  pybind11_add_module(veloxquant_python MODULE NO_EXTRAS ${CMAKE_SOURCE_DIR}/python/veloxquant_module.cpp)
+  set_target_properties(veloxquant_python PROPERTIES OUTPUT_NAME veloxquant
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python)
+  target_link_libraries(veloxquant_python PRIVATE veloxquant vq_warnings)
+  if(VQ_BUILD_TESTS)
+    add_test(NAME python_tests
+      COMMAND ${Python_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_SOURCE_DIR}/python/tests)
+    set_tests_properties(python_tests PROPERTIES ENVIRONMENT
+      "VQ_PYTHON_DIR=${CMAKE_BINARY_DIR}/python;VQ_CLI=$<TARGET_FILE:veloxquant_cli>")
+  endif()
+endif()
+
+# ------------------------------------------------------------------------------------------------
+# The C API example, built against the in-tree library and run as a test.
+add_executable(vq_c_api_example ${CMAKE_SOURCE_DIR}/examples/c_api/example.c)
+target_link_libraries(vq_c_api_example PRIVATE veloxquant m)
+set_target_properties(vq_c_api_example PROPERTIES LINKER_LANGUAGE CXX C_STANDARD 11)
+target_compile_options(vq_c_api_example PRIVATE -Wall -Wextra -Wpedantic
+  $<$<BOOL:${VQ_WERROR}>:-Werror>)
+if(VQ_BUILD_TESTS)
+  add_test(NAME c_api_example COMMAND vq_c_api_example)
+endif()
+
+# ------------------------------------------------------------------------------------------------
+# Install: headers, the static library with an exported target, the CLI and a package config so
+# that find_package(veloxquant) works from the install prefix (scripts/test_install.sh checks it).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS veloxquant EXPORT veloxquantTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS veloxquant_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/veloxquant DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
+install(EXPORT veloxquantTargets NAMESPACE veloxquant::
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/veloxquant)
+
+# Private link dependencies beyond Eigen / nlohmann_json / zstd that a static library passes on to
+# its consumers get a find_dependency line in the config.
+set(VQ_CONFIG_EXTRA_DEPENDENCIES "")
+get_target_property(_vq_links veloxquant LINK_LIBRARIES)
+foreach(_lib IN LISTS _vq_links)
+  if(_lib STREQUAL "Threads::Threads")
+    string(APPEND VQ_CONFIG_EXTRA_DEPENDENCIES "find_dependency(Threads)\n")
+  elseif(_lib MATCHES "^OpenMP::")
+    string(APPEND VQ_CONFIG_EXTRA_DEPENDENCIES "find_dependency(OpenMP)\n")
+  endif()
+endforeach()
+
+configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/veloxquantConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/cmake/veloxquantConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/veloxquant
+  PATH_VARS CMAKE_INSTALL_INCLUDEDIR)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/cmake/veloxquantConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/cmake/veloxquantConfig.cmake
+  ${CMAKE_BINARY_DIR}/cmake/veloxquantConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/veloxquant)
+
+# The Python module, when built, goes to <prefix>/lib/python3/dist-packages (Debian's layout) or
+# wherever VQ_PYTHON_INSTALL_DIR says.
+if(VQ_BUILD_PYTHON)
+  set(VQ_PYTHON_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages" CACHE PATH
+    "Where `cmake --install` puts the veloxquant Python module (relative to the prefix)")
+  install(TARGETS veloxquant_python OPTIONAL LIBRARY DESTINATION ${VQ_PYTHON_INSTALL_DIR})
+endif()
+include(${CMAKE_SOURCE_DIR}/fuzz/fuzz.cmake OPTIONAL)

@@ -1,0 +1,36 @@
+"""Finds the built `veloxquant` module and CLI for the tests.
+
+Order: $VQ_PYTHON_DIR (set by CTest) or the newest build*/python/ under the repository root; the
+CLI is $VQ_CLI or bin/veloxquant next to that python/ folder.
+"""
+import glob
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _module_dir():
+    env = os.environ.get("VQ_PYTHON_DIR")
+    if env:
+        return env
+    found = glob.glob(os.path.join(ROOT, "build*", "python", "veloxquant*.so"))
+    if not found:
+        raise RuntimeError(
+            "veloxquant module not found: build with -DVQ_BUILD_PYTHON=ON "
+            "(target veloxquant_python) or set VQ_PYTHON_DIR")
+    return os.path.dirname(max(found, key=os.path.getmtime))
+
+
+MODULE_DIR = _module_dir()
+sys.path.insert(0, MODULE_DIR)
+
+
+@pytest.fixture(scope="session")
+def cli():
+    path = os.environ.get("VQ_CLI") or os.path.join(os.path.dirname(MODULE_DIR), "bin", "veloxquant")
+    if not os.path.exists(path):
+        pytest.skip(f"CLI not built at {path}")
+    return path

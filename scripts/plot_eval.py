@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Plot `veloxquant eval --json` results: quality against compression.
+
+usage: /usr/bin/python3 scripts/plot_eval.py RESULTS.json [MORE.json ...] OUT.png
+
+Two panels per input file: mean KL(full || method) (log scale) and top-1 agreement with the full
+cache, each against the compression ratio vs fp16 (bytes held per token, averaged over positions).
+Methods are grouped by id (the part of the spec before ':'), one colour and line per id, points in
+order of compression. Needs matplotlib; nothing in the build or the tests imports this file.
+"""
+import json
+import sys
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.stderr.write(__doc__)
+        return 2
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    inputs, out = argv[1:-1], argv[-1]
+    fig, axes = plt.subplots(len(inputs), 2, figsize=(12, 4.5 * len(inputs)), squeeze=False)
+    for row, path in enumerate(inputs):
+        with open(path) as f:
+            res = json.load(f)
+        groups = {}
+        for m in res["methods"]:
+            spec = m["spec"]
+            if spec == "full":
+                continue
+            key = spec.split(":")[0]
+            opts = spec.split(":", 1)[1] if ":" in spec else ""
+            # variants that are not a budget sweep get their own line
+            kv = dict(o.split("=", 1) for o in opts.split(",") if "=" in o)
+            extra = []
+            for o in opts.split(","):
+                if not o or o.startswith(("budget=", "bit_budget=")):
+                    continue
+                name, _, val = o.partition("=")
+                # a window that scales with the budget is one variant, not one per budget
+                if name in ("recent", "window") and "budget" in kv and val.isdigit() and \
+                        int(val) * 2 == int(kv["budget"]):
+                    o = name + "=budget/2"
+                extra.append(o)
+            if extra:
+                key += " (" + ",".join(extra) + ")"
+            groups.setdefault(key, []).append(m)
+        title = "%s: %d windows, %d predicted tokens" % (
+            res["model"].split("/")[-1], res["windows"], res["predicted_tokens"])
+        for col, (field, label, log) in enumerate(
+                [("kl_mean", "mean KL(full || method), nats", True),
+                 ("top1_agreement", "top-1 agreement with full", False)]):
+            ax = axes[row][col]
+            colours = plt.get_cmap("tab20").colors
+            for i, (key, ms) in enumerate(sorted(groups.items())):
+                ms = sorted(ms, key=lambda m: m["compression_ratio"])
+                xs = [m["compression_ratio"] for m in ms]
+                ys = [max(m[field], 1e-6) if log else m[field] for m in ms]
+                ax.plot(xs, ys, marker="o", label=key, color=colours[(2 * i) % 20 + (i // 10) % 2])
+            if log:
+                ax.set_yscale("log")
+            ax.set_xlabel("compression ratio vs fp16 (mean bytes held per token)")
+            ax.set_ylabel(label)
+            ax.set_title(title, fontsize=9)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

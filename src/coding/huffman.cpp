@@ -1,0 +1,303 @@
+#include "coding/huffman.hpp"
+
+#include <algorithm>
+#include <cassert>
+
+#include "veloxquant/errors.hpp"
+
+namespace vq::coding {
+
+namespace {
+
+int64_t fixed_bytes(size_t n, int width) {
+  return static_cast<int64_t>((static_cast<uint64_t>(n) * static_cast<uint64_t>(width) + 7) / 8);
+}
+
+}  // namespace
+
+void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
+                          std::vector<uint8_t>& lengths) {
+  const size_t A = freq.size();
+  lengths.assign(A, 0);
+  std::vector<int32_t> leaf_symbol;
+  for (size_t s = 0; s < A; ++s)
+    if (freq[s] > 0) leaf_symbol.push_back(static_cast<int32_t>(s));
+  const size_t m = leaf_symbol.size();
+  assert(m >= 2);
+  assert((size_t{1} << max_len) >= m);
+
+  // Huffman tree: leaves 0..m-1 (symbol order), internal nodes m..2m-2 in creation order; the two
+  // lightest nodes merge first, ties broken by the lower node index.
+  const size_t total = 2 * m - 1;
+  std::vector<uint64_t> weight(total);
+  std::vector<int32_t> parent(total, -1);
+  for (size_t i = 0; i < m; ++i) weight[i] = freq[static_cast<size_t>(leaf_symbol[i])];
+  auto heavier = [&](int32_t a, int32_t b) {  // min-heap on (weight, index)
+    const size_t ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    return weight[ua] != weight[ub] ? weight[ua] > weight[ub] : a > b;
+  };
+  std::vector<int32_t> heap;
+  heap.reserve(m);
+  for (size_t i = 0; i < m; ++i) heap.push_back(static_cast<int32_t>(i));
+  std::make_heap(heap.begin(), heap.end(), heavier);
+  for (size_t next = m; next < total; ++next) {
+    std::pop_heap(heap.begin(), heap.end(), heavier);
+    const int32_t a = heap.back();
+    heap.pop_back();
+    std::pop_heap(heap.begin(), heap.end(), heavier);
+    const int32_t b = heap.back();
+    heap.pop_back();
+    weight[next] = weight[static_cast<size_t>(a)] + weight[static_cast<size_t>(b)];
+    parent[static_cast<size_t>(a)] = static_cast<int32_t>(next);
+    parent[static_cast<size_t>(b)] = static_cast<int32_t>(next);
+    heap.push_back(static_cast<int32_t>(next));
+    std::push_heap(heap.begin(), heap.end(), heavier);
+  }
+  std::vector<int> depth(total, 0);
+  for (size_t i = total - 1; i-- > 0;) depth[i] = depth[static_cast<size_t>(parent[i])] + 1;
+  int longest = 0;
+  for (size_t i = 0; i < m; ++i) longest = std::max(longest, depth[i]);
+
+  std::vector<int> len(m);
+  for (size_t i = 0; i < m; ++i) len[i] = depth[i];
+  if (longest > max_len) {
+    // Length limiting: clamp, then lengthen the cheapest codes until the Kraft sum fits, then
+    // shorten the most frequent codes while it still fits.
+    const int64_t cap = int64_t{1} << max_len;
+    int64_t kraft = 0;
+    for (size_t i = 0; i < m; ++i) {
+      len[i] = std::min(len[i], max_len);
+      kraft += int64_t{1} << (max_len - len[i]);
+    }
+    while (kraft > cap) {
+      size_t pick = m;
+      for (size_t i = 0; i < m; ++i) {
+        if (len[i] >= max_len) continue;
+        if (pick == m || len[i] > len[pick] ||
+            (len[i] == len[pick] && weight[i] < weight[pick]))
+          pick = i;
+      }
+      kraft -= int64_t{1} << (max_len - len[pick] - 1);
+      ++len[pick];
+    }
+    std::vector<size_t> by_freq(m);
+    for (size_t i = 0; i < m; ++i) by_freq[i] = i;
+    std::stable_sort(by_freq.begin(), by_freq.end(),
+                     [&](size_t a, size_t b) { return weight[a] > weight[b]; });
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t i : by_freq) {
+        if (len[i] > 1 && kraft + (int64_t{1} << (max_len - len[i])) <= cap) {
+          kraft += int64_t{1} << (max_len - len[i]);
+          --len[i];
+          changed = true;
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < m; ++i)
+    lengths[static_cast<size_t>(leaf_symbol[i])] = static_cast<uint8_t>(len[i]);
+}
+
+void canonical_codes(const std::vector<uint8_t>& lengths, std::vector<uint32_t>& codes) {
+  uint32_t bl_count[kMaxCodeLength + 2] = {};
+  for (uint8_t l : lengths)
+    if (l > 0) ++bl_count[l];
+  uint32_t next_code[kMaxCodeLength + 2] = {};
+  uint32_t code = 0;
+  for (int bits = 1; bits <= kMaxCodeLength; ++bits) {
+    code = (code + bl_count[bits - 1]) << 1;
+    next_code[bits] = code;
+  }
+  codes.assign(lengths.size(), 0);
+  for (size_t s = 0; s < lengths.size(); ++s)
+    if (lengths[s] > 0) codes[s] = next_code[lengths[s]]++;
+}
+
+StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
+                                   std::vector<uint8_t>& out) {
+  VQ_CHECK(width >= 1 && width <= 8, InvalidArgument, "huffman encode: width = ", width,
+           " is out of range; allowed [1, 8]");
+  StreamSizes sz;
+  const int64_t header = 1 + varint_size(n);
+  sz.fixed_width_payload = fixed_bytes(n, width);
+  if (n == 0) {
+    put_u8(out, static_cast<uint8_t>(StreamMode::Empty));
+    put_varint(out, 0);
+    sz.mode = StreamMode::Empty;
+    sz.overhead = header;
+    return sz;
+  }
+  const size_t alphabet = size_t{1} << width;
+  freq_.assign(256, 0);
+  for (size_t i = 0; i < n; ++i) ++freq_[symbols[i]];
+  size_t A = 0, distinct = 0;
+  for (size_t s = 0; s < 256; ++s)
+    if (freq_[s] > 0) {
+      A = s + 1;
+      ++distinct;
+    }
+  VQ_CHECK(A <= alphabet, InvalidArgument, "huffman encode: symbol ", A - 1,
+           " does not fit in width ", width);
+
+  if (distinct == 1) {
+    put_u8(out, static_cast<uint8_t>(StreamMode::Single));
+    put_varint(out, n);
+    put_u8(out, static_cast<uint8_t>(A - 1));
+    sz.mode = StreamMode::Single;
+    sz.overhead = header + 1;
+    return sz;
+  }
+
+  freq_.resize(A);
+  huffman_code_lengths(freq_, kMaxCodeLength, lengths_);
+  uint64_t bits = 0;
+  for (size_t s = 0; s < A; ++s) bits += freq_[s] * lengths_[s];
+  const int64_t huff_payload = static_cast<int64_t>((bits + 7) / 8);
+  const int64_t huff_overhead = header + 1 + static_cast<int64_t>((A + 1) / 2) +
+                                varint_size(static_cast<uint64_t>(huff_payload));
+  if (huff_overhead + huff_payload < header + sz.fixed_width_payload) {
+    canonical_codes(lengths_, codes_);
+    put_u8(out, static_cast<uint8_t>(StreamMode::Huffman));
+    put_varint(out, n);
+    put_u8(out, static_cast<uint8_t>(A - 1));
+    for (size_t s = 0; s < A; s += 2) {
+      const uint8_t lo = lengths_[s];
+      const uint8_t hi = s + 1 < A ? lengths_[s + 1] : 0;
+      put_u8(out, static_cast<uint8_t>(lo | (hi << 4)));
+    }
+    put_varint(out, static_cast<uint64_t>(huff_payload));
+    const size_t start = out.size();
+    out.reserve(start + static_cast<size_t>(huff_payload));
+    BitWriter bw(out);
+    for (size_t i = 0; i < n; ++i) bw.put(codes_[symbols[i]], lengths_[symbols[i]]);
+    bw.finish();
+    assert(static_cast<int64_t>(out.size() - start) == huff_payload);
+    sz.mode = StreamMode::Huffman;
+    sz.overhead = huff_overhead;
+    sz.payload = huff_payload;
+    return sz;
+  }
+
+  put_u8(out, static_cast<uint8_t>(StreamMode::Fixed));
+  put_varint(out, n);
+  out.reserve(out.size() + static_cast<size_t>(sz.fixed_width_payload));
+  BitWriter bw(out);
+  for (size_t i = 0; i < n; ++i) bw.put(symbols[i], width);
+  bw.finish();
+  sz.mode = StreamMode::Fixed;
+  sz.overhead = header;
+  sz.payload = sz.fixed_width_payload;
+  return sz;
+}
+
+void HuffmanDecoder::decode(ByteReader& in, uint8_t* out, size_t n, int width) {
+  VQ_CHECK(width >= 1 && width <= 8, InvalidArgument, "huffman decode: width = ", width,
+           " is out of range; allowed [1, 8]");
+  const uint8_t mode = in.u8("entropy stream mode");
+  const uint64_t count = in.varint("entropy stream count", UINT64_MAX);
+  VQ_CHECK(count == n, FormatError, "entropy stream holds ", count, " symbols but ", n,
+           " were expected");
+  const uint32_t alphabet = 1u << width;
+  switch (static_cast<StreamMode>(mode)) {
+    case StreamMode::Empty:
+      VQ_CHECK(n == 0, FormatError, "entropy stream: empty mode with count ", n);
+      return;
+    case StreamMode::Single: {
+      VQ_CHECK(n > 0, FormatError, "entropy stream: single-symbol mode with count 0");
+      const uint8_t sym = in.u8("entropy stream symbol");
+      VQ_CHECK(sym < alphabet, FormatError, "entropy stream: symbol ", int(sym),
+               " does not fit in width ", width);
+      std::fill(out, out + n, sym);
+      return;
+    }
+    case StreamMode::Fixed: {
+      VQ_CHECK(n > 0, FormatError, "entropy stream: fixed mode with count 0");
+      const size_t bytes = static_cast<size_t>(fixed_bytes(n, width));
+      in.need(bytes, "fixed-width payload");
+      BitReader br(in.cursor(), bytes);
+      for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(br.get(width));
+      const int pad = static_cast<int>(8 * bytes - n * static_cast<size_t>(width));
+      VQ_CHECK(pad == 0 || br.get(pad) == 0, FormatError,
+               "fixed-width payload: nonzero padding bits");
+      in.skip(bytes, "fixed-width payload");
+      return;
+    }
+    case StreamMode::Huffman: {
+      VQ_CHECK(n > 0, FormatError, "entropy stream: Huffman mode with count 0");
+      const uint32_t A = static_cast<uint32_t>(in.u8("Huffman alphabet size")) + 1;
+      VQ_CHECK(A >= 2 && A <= alphabet, FormatError, "Huffman table: alphabet size ", A,
+               " is outside [2, ", alphabet, "] for width ", width);
+      in.need((A + 1) / 2, "Huffman code lengths");
+      const uint8_t* lp = in.cursor();
+      uint8_t lengths[256];
+      int max_len = 0, used = 0;
+      uint64_t kraft = 0;  // in units of 2^-kMaxCodeLength
+      for (uint32_t s = 0; s < A; ++s) {
+        const uint8_t l = (s & 1) ? (lp[s / 2] >> 4) : (lp[s / 2] & 0x0Fu);
+        VQ_CHECK(l <= kMaxCodeLength, FormatError, "Huffman table: code length ", int(l),
+                 " for symbol ", s, " exceeds ", kMaxCodeLength);
+        lengths[s] = l;
+        if (l > 0) {
+          ++used;
+          max_len = std::max<int>(max_len, l);
+          kraft += uint64_t{1} << (kMaxCodeLength - l);
+        }
+      }
+      VQ_CHECK((A & 1) == 0 || (lp[A / 2] >> 4) == 0, FormatError,
+               "Huffman table: nonzero padding nibble");
+      VQ_CHECK(used >= 2, FormatError, "Huffman table: ", used,
+               " symbols have codes; at least 2 are needed");
+      VQ_CHECK(kraft <= (uint64_t{1} << kMaxCodeLength), FormatError,
+               "Huffman table: code lengths are over-subscribed (Kraft sum > 1)");
+      in.skip((A + 1) / 2, "Huffman code lengths");
+      const uint64_t payload =
+          in.varint("Huffman payload size", (static_cast<uint64_t>(n) * kMaxCodeLength + 7) / 8);
+      in.need(static_cast<size_t>(payload), "Huffman payload");
+
+      // Lookup table on the next max_len bits: entry = symbol | (length << 8), 0 = no code.
+      const size_t tsize = size_t{1} << max_len;
+      table_.assign(tsize, 0);
+      uint32_t bl_count[kMaxCodeLength + 2] = {};
+      for (uint32_t s = 0; s < A; ++s)
+        if (lengths[s]) ++bl_count[lengths[s]];
+      uint32_t next_code[kMaxCodeLength + 2] = {};
+      uint32_t code = 0;
+      for (int b = 1; b <= kMaxCodeLength; ++b) {
+        code = (code + bl_count[b - 1]) << 1;
+        next_code[b] = code;
+      }
+      for (uint32_t s = 0; s < A; ++s) {
+        const int l = lengths[s];
+        if (l == 0) continue;
+        const uint32_t c = next_code[l]++;
+        const size_t first = static_cast<size_t>(c) << (max_len - l);
+        const size_t span = size_t{1} << (max_len - l);
+        std::fill(table_.begin() + static_cast<std::ptrdiff_t>(first),
+                  table_.begin() + static_cast<std::ptrdiff_t>(first + span),
+                  static_cast<uint16_t>(s | (static_cast<uint32_t>(l) << 8)));
+      }
+      BitReader br(in.cursor(), static_cast<size_t>(payload));
+      const uint16_t* table = table_.data();
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t e = table[br.peek(max_len)];
+        const int l = e >> 8;
+        if (l == 0) VQ_THROW(FormatError, "Huffman payload: invalid code at symbol ", i);
+        out[i] = static_cast<uint8_t>(e & 0xFFu);
+        br.consume(l);
+      }
+      const uint64_t used_bits = br.consumed();
+      VQ_CHECK(used_bits <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ",
+               n, " symbols needs ", used_bits, " bits but only ", 8 * payload, " are stored");
+      VQ_CHECK((used_bits + 7) / 8 == payload, FormatError, "Huffman payload: ", payload,
+               " bytes stored but the ", n, " symbols use only ", (used_bits + 7) / 8);
+      const int pad = static_cast<int>(8 * payload - used_bits);
+      VQ_CHECK(pad == 0 || br.get(pad) == 0, FormatError, "Huffman payload: nonzero padding bits");
+      in.skip(static_cast<size_t>(payload), "Huffman payload");
+      return;
+    }
+  }
+  VQ_THROW(FormatError, "entropy stream: unknown mode ", int(mode));
+}
+
+}  // namespace vq::coding

@@ -1,0 +1,83 @@
+// Canonical order-0 Huffman coding of byte symbols, with a fixed-width fallback.
+//
+// One call codes a sequence of n symbols, each < 2^width (width 1..8, the quantizer's bit width),
+// into a self-delimiting stream appended to a byte vector. The stream is whichever of these is
+// smallest (ties in this order): single-symbol, fixed width, Huffman. So a stream never costs more
+// than fixed-width packing plus its 1 + varint(n) byte header.
+//
+// Stream layout (all counts are LEB128 varints, see byte_io.hpp; modes are never renumbered):
+//   u8 mode                 0 = empty, 1 = single symbol, 2 = Huffman, 3 = fixed width
+//   varint count            number of symbols (must equal what the decoder expects)
+//   mode 1:  u8 symbol
+//   mode 2:  u8 alphabet_size - 1 (A <= 2^width),
+//            ceil(A / 2) bytes of 4-bit code lengths: symbol 2k in the low nibble of byte k,
+//            symbol 2k + 1 in the high nibble (0 = symbol unused, else 1..kMaxCodeLength; an odd
+//            A leaves the last high nibble 0),
+//            varint payload_bytes, then the payload
+//   mode 3:  payload of ceil(count * width / 8) bytes
+// Payload bits are MSB-first (byte_io.hpp); the last byte is zero-padded. Huffman codes are
+// canonical (DEFLATE's rule): shorter codes first, within one length in symbol order, codes
+// counting up; each code is written from its most significant bit.
+//
+// Decoding is table driven: one lookup on the next L_max bits (L_max <= 12) gives the symbol and
+// its length. Decoders check every field and throw vq::FormatError on a count that differs from
+// the expected one, a symbol outside the alphabet, an invalid or over-subscribed code table, a
+// truncated payload, payload bytes that are not exactly consumed, or nonzero padding bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "coding/byte_io.hpp"
+
+namespace vq::coding {
+
+/// Longest Huffman code (lengths are limited so the decode table has at most 4096 entries).
+constexpr int kMaxCodeLength = 12;
+
+enum class StreamMode : uint8_t { Empty = 0, Single = 1, Huffman = 2, Fixed = 3 };
+
+/// What one encoded stream cost, in bytes.
+struct StreamSizes {
+  StreamMode mode = StreamMode::Empty;
+  int64_t overhead = 0;             ///< mode, count, symbol / code table, payload length
+  int64_t payload = 0;              ///< coded symbol bits (padded to a byte)
+  int64_t fixed_width_payload = 0;  ///< ceil(n * width / 8): the same symbols at fixed width
+  int64_t total() const { return overhead + payload; }
+};
+
+/// Reusable encoder state (no allocation after the first few calls).
+class HuffmanEncoder {
+ public:
+  /// Append the stream of symbols[0:n) (each < 2^width, width in [1, 8]) to `out`.
+  StreamSizes encode(const uint8_t* symbols, size_t n, int width, std::vector<uint8_t>& out);
+
+  /// Code lengths chosen by the last Huffman-mode encode (diagnostics / tests), indexed by symbol.
+  const std::vector<uint8_t>& last_lengths() const { return lengths_; }
+
+ private:
+  std::vector<uint64_t> freq_;
+  std::vector<uint8_t> lengths_;
+  std::vector<uint32_t> codes_;
+};
+
+/// Reusable decoder state (the lookup table is rebuilt per stream, allocated once).
+class HuffmanDecoder {
+ public:
+  /// Read one stream from `in` and write exactly n symbols (each < 2^width) to out.
+  void decode(ByteReader& in, uint8_t* out, size_t n, int width);
+
+ private:
+  std::vector<uint16_t> table_;  // symbol | (length << 8); length 0 = no code
+};
+
+/// Build length-limited Huffman code lengths (<= max_len) for freq[0:A); unused symbols get 0.
+/// Needs at least two symbols with nonzero frequency. Deterministic (ties by symbol / node order).
+void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
+                          std::vector<uint8_t>& lengths);
+
+/// Canonical codes for the given lengths (DEFLATE rule). codes[s] is meaningful where lengths[s] > 0.
+void canonical_codes(const std::vector<uint8_t>& lengths, std::vector<uint32_t>& codes);
+
+}  // namespace vq::coding

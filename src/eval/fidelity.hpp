@@ -1,0 +1,93 @@
+// Fidelity of KV-cache methods on a real model: every method runs over the same windows of text
+// as the uncompressed `full` cache, and is scored by how far its next-token distributions move
+// (KL divergence, top-1 agreement), by its own perplexity, by the memory its caches actually hold
+// and by its speed. The definitions are written out in docs/eval.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "veloxquant/config.hpp"
+#include "veloxquant/model.hpp"
+
+namespace vq::eval {
+
+/// Split text tokens (no BOS) into windows of at most `context` tokens, each starting with BOS:
+/// window k is BOS + text[k * (context - 1), (k + 1) * (context - 1)). With max_tokens > 0 only
+/// the first max_tokens text tokens are used. A window predicts each of its text tokens, so the
+/// number of predicted tokens equals the number of text tokens used.
+std::vector<std::vector<int32_t>> make_windows(const std::vector<int32_t>& text, int64_t context,
+                                               int64_t max_tokens = 0);
+
+/// How windows are fed to the engine: the first `prefill` tokens of each window (BOS included)
+/// through Engine::prefill (exact attention over the chunk, then one cache update), the rest one
+/// token at a time through Engine::step. `seed` and `strict_view` go to EngineOptions.
+struct RunOptions {
+  int64_t prefill = 0;
+  uint64_t seed = 0;
+  bool strict_view = false;
+  EngineOptions engine() const {
+    EngineOptions e;
+    e.seed = seed;
+    e.strict_view = strict_view;
+    return e;
+  }
+};
+
+struct MethodResult {
+  std::string spec;           ///< canonical spec string
+  int64_t predicted = 0;      ///< predicted tokens (every text token of every window)
+  double nll_sum = 0;         ///< sum of -ln p(next token), nats
+  double perplexity = 0;      ///< exp(nll_sum / predicted)
+  double kl_mean = 0;         ///< mean over predicted positions of KL(full || method), nats
+  double kl_max = 0;          ///< largest per-position KL
+  double top1_agreement = 1;  ///< fraction of positions whose argmax equals full's argmax
+  double ppl_delta = 0;       ///< perplexity - full's perplexity
+  double ppl_delta_rel = 0;   ///< ppl_delta / full's perplexity
+  /// Bytes held per token per (layer, KV head): sum over layers of CacheStats::kept_bytes after
+  /// processing position p, divided by n_layers * n_kv_heads * (p + 1); averaged over positions.
+  double bytes_per_token = 0;
+  /// The same quantity at the last processed position of each window, averaged over windows.
+  double bytes_per_token_final = 0;
+  double fp16_bytes_per_token = 0;  ///< 2 (K, V) * head_dim * 2 bytes
+  double compression_ratio = 1;     ///< fp16_bytes_per_token / bytes_per_token
+  double compression_ratio_final = 1;
+  int64_t tokens_processed = 0;  ///< tokens fed through the engine
+  double seconds = 0;            ///< wall time inside Engine::prefill/step (scoring excluded)
+  double tokens_per_s = 0;
+};
+
+struct FidelityOptions {
+  std::vector<std::string> methods;  ///< specs to compare with `full` (full may be listed too)
+  RunOptions run;
+  /// Called after each (window, method) run with (done, total).
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+struct FidelityReport {
+  int64_t n_windows = 0;
+  int64_t predicted_tokens = 0;
+  int64_t context = 0;
+  MethodResult reference;             ///< `full`
+  std::vector<MethodResult> methods;  ///< in the order given
+};
+
+/// Run `full` and every method over `windows` (from make_windows). Throws InvalidArgument for a
+/// bad spec before any work is done.
+FidelityReport run_fidelity(const Model& model, const std::vector<std::vector<int32_t>>& windows,
+                            const FidelityOptions& opt);
+
+/// The default comparison for a model with context length `context` and head dimension
+/// `head_dim`: full; h2o and curdkv at budgets context/8, /4, /2; kvtc at 2, 4 and 8 bits per
+/// value of the head (bit_budget = 2, 4, 8 x head_dim per token, i.e. 1/8, 1/4, 1/2 of fp16
+/// before overheads); q8_0; q4_0. Methods not registered in this build are left out.
+std::vector<std::string> default_methods(int64_t context, int64_t head_dim);
+
+/// Teacher-forced perplexity of one method (KL/top-1 fields left at their no-difference values).
+MethodResult perplexity(const Model& model, const std::vector<std::vector<int32_t>>& windows,
+                        const CacheConfig& method, const RunOptions& run = {},
+                        const std::function<void(int64_t, int64_t)>& progress = {});
+
+}  // namespace vq::eval

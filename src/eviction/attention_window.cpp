@@ -1,0 +1,207 @@
+#include "eviction/attention_window.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace vq::eviction {
+
+void ProbeRing::reset(int64_t window, int64_t D) {
+  W_ = std::max<int64_t>(window, 1);
+  D_ = D;
+  gcap_ = 1;
+  start_ = 0;
+  count_ = 0;
+  data_.assign(static_cast<size_t>(W_ * D_), 0.0f);
+  pos_.assign(static_cast<size_t>(W_), 0);
+  rows_.assign(static_cast<size_t>(W_), 0);
+}
+
+void ProbeRing::grow_rows(int64_t g) {
+  // Rare (the first probe with more query rows than before): re-lay every entry at stride g.
+  std::vector<float> wider(static_cast<size_t>(W_ * g * D_), 0.0f);
+  for (int64_t s = 0; s < W_; ++s)
+    std::memcpy(wider.data() + s * g * D_, data_.data() + s * gcap_ * D_,
+                sizeof(float) * static_cast<size_t>(gcap_ * D_));
+  data_.swap(wider);
+  gcap_ = g;
+}
+
+void ProbeRing::push(int64_t pos, const float* key, const QueryRows& q, bool use_queries) {
+  const int64_t G = (use_queries && q.G > 0) ? q.G : 1;
+  if (G > gcap_) grow_rows(G);
+  size_t s;
+  if (count_ < W_) {
+    s = slot(count_);
+    ++count_;
+  } else {
+    s = slot(0);
+    start_ = (start_ + 1) % W_;
+  }
+  pos_[s] = pos;
+  rows_[s] = G;
+  float* dst = data_.data() + static_cast<int64_t>(s) * gcap_ * D_;
+  const size_t bytes = sizeof(float) * static_cast<size_t>(D_);
+  if (use_queries && q.G > 0) {
+    for (int64_t g = 0; g < G; ++g) std::memcpy(dst + g * D_, q.row(g), bytes);
+  } else {
+    std::memcpy(dst, key, bytes);
+  }
+}
+
+void causal_softmax(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max_pos,
+                    const float* q, float scale, double* out, float* prod) {
+  if (n <= 0) return;
+  const int64_t D = K.cols();
+  Eigen::Map<const Eigen::VectorXf> qv(q, D);
+  Eigen::Map<Eigen::VectorXf> p(prod, n);
+  Eigen::Map<Eigen::VectorXd> o(out, n);
+  p.noalias() = K.topRows(n) * qv;
+  o = p.cast<double>() * static_cast<double>(scale);
+  if (pos != nullptr) {
+    bool any_visible = false;
+    for (int64_t i = 0; i < n; ++i) {
+      if (pos[i] > max_pos)
+        out[i] = -std::numeric_limits<double>::infinity();
+      else
+        any_visible = true;
+    }
+    if (!any_visible) {
+      o.setZero();
+      return;
+    }
+  }
+  const double mx = o.maxCoeff();
+  o = (o.array() - mx).exp();
+  o /= o.sum();
+}
+
+namespace {
+
+// acc[0:n] = mean over the G rows (row g at rows + g * stride) of causal_softmax.
+void probe_mean(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max_pos, const float* rows,
+                int64_t G, int64_t stride, AttnScratch& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K.cols()));
+  Eigen::Map<Eigen::VectorXd> t(s.tmp.data(), n), a(s.acc.data(), n);
+  a.setZero();
+  for (int64_t g = 0; g < G; ++g) {
+    causal_softmax(K, n, pos, max_pos, rows + g * stride, scale, s.tmp.data(), s.prod.data());
+    a += t;
+  }
+  a /= static_cast<double>(G);
+}
+
+}  // namespace
+
+void step_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows& q,
+                    bool use_queries, AttnScratch& s) {
+  if (n <= 0) return;
+  s.ensure(n);
+  if (use_queries && q.G > 0)
+    probe_mean(K, n, nullptr, 0, q.base, q.G, q.stride, s);
+  else
+    probe_mean(K, n, nullptr, 0, k, 1, 0, s);
+  Eigen::Map<Eigen::VectorXd> o(s.out.data(), n);
+  o.setZero();
+  o += Eigen::Map<const Eigen::VectorXd>(s.acc.data(), n);
+}
+
+void window_attention(const RowMatF& K, int64_t n, const int64_t* pos, const ProbeRing& ring,
+                      Fusion fusion, AttnScratch& s, int64_t first) {
+  if (n <= 0) return;
+  s.ensure(n);
+  Eigen::Map<Eigen::VectorXd> o(s.out.data(), n);
+  const Eigen::Map<const Eigen::VectorXd> a(s.acc.data(), n);
+  o.setZero();
+  if (ring.size() - first == 1) {
+    probe_mean(K, n, pos, ring.pos(first), ring.row(first, 0), ring.rows(first), K.cols(), s);
+    o += a;
+    return;
+  }
+  // Several probes: every probe row's logits in one GEMM, then a causal softmax per row.
+  const int64_t R = ring.row_capacity(), D = K.cols();
+  if (s.logits.rows() < R || s.logits.cols() < n)
+    s.logits.resize(std::max<int64_t>(R, s.logits.rows()), std::max<int64_t>(n, s.logits.cols()));
+  s.logits.topLeftCorner(R, n).noalias() =
+      Eigen::Map<const RowMatF>(ring.data(), R, D) * K.topRows(n).transpose();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // Only rows newer than the oldest probe can be hidden from some probe: list them once.
+  s.hidden.clear();
+  for (int64_t i = 0; i < n; ++i)
+    if (pos[i] > ring.pos(first)) s.hidden.push_back(i);
+  // Per-row softmax in float (Eigen's float exp is several times faster than its double one);
+  // the mean over the query rows and the fusion stay in double.
+  Eigen::Map<Eigen::VectorXf> t(s.prod.data(), n);
+  Eigen::Map<Eigen::VectorXd> acc(s.acc.data(), n);
+  for (int64_t w = first; w < ring.size(); ++w) {
+    const int64_t G = ring.rows(w), p = ring.pos(w);
+    acc.setZero();
+    for (int64_t g = 0; g < G; ++g) {
+      t = Eigen::Map<const Eigen::VectorXf>(s.logits.row(ring.row_index(w, g)).data(), n) * scale;
+      for (const int64_t i : s.hidden)
+        if (pos[i] > p) t[i] = -std::numeric_limits<float>::infinity();
+      const float mx = t.maxCoeff();
+      if (mx == -std::numeric_limits<float>::infinity()) continue;  // sees nothing kept
+      t = (t.array() - mx).exp();
+      acc += t.cast<double>() * (1.0 / static_cast<double>(t.sum()));
+    }
+    acc /= static_cast<double>(G);
+    if (fusion == Fusion::Sum || w == first)
+      o += acc;
+    else
+      o = o.cwiseMax(acc);
+  }
+}
+
+void lowest_evictable(const double* score, const int64_t* pos, int64_t T, int64_t n_sink, int64_t m,
+                      std::vector<int64_t>& order, std::vector<int64_t>& victims) {
+  order.clear();
+  victims.clear();
+  for (int64_t t = 0; t < T; ++t)
+    if (pos[t] >= n_sink) order.push_back(t);
+  if (m <= 0 || order.empty()) return;
+  const auto less = [&](int64_t x, int64_t y) {
+    return score[x] < score[y] || (score[x] == score[y] && pos[x] < pos[y]);
+  };
+  if (m < static_cast<int64_t>(order.size())) {
+    std::nth_element(order.begin(), order.begin() + m, order.end(), less);
+    order.resize(static_cast<size_t>(m));
+  }
+  std::sort(order.begin(), order.end(), less);
+  victims.assign(order.begin(), order.end());
+}
+
+int64_t ChunkScoringCache::gather(const HeadState& st, const float* K, int64_t S, int64_t pos0) {
+  const int64_t D = head_dim();
+  const int64_t T = st.n + S;
+  all_K_.resize(T, D);
+  all_pos_.resize(static_cast<size_t>(T));
+  if (st.n > 0) all_K_.topRows(st.n) = st.K.topRows(st.n);
+  for (int64_t t = 0; t < st.n; ++t)
+    all_pos_[static_cast<size_t>(t)] = st.pos[static_cast<size_t>(t)];
+  if (S > 0) all_K_.bottomRows(S) = Eigen::Map<const RowMatF>(K, S, D);
+  for (int64_t s = 0; s < S; ++s) all_pos_[static_cast<size_t>(st.n + s)] = pos0 + s;
+  return T;
+}
+
+void ChunkScoringCache::mark_victims(int64_t T) {
+  drop_.assign(static_cast<size_t>(T), 0);
+  for (const int64_t v : victims_) drop_[static_cast<size_t>(v)] = 1;
+}
+
+void ChunkScoringCache::commit(HeadState& st, const float* K, const float* V, int64_t S,
+                               int64_t pos0, const double* score) {
+  const int64_t D = head_dim();
+  const int64_t n0 = st.n;
+  for (int64_t t = 0; t < n0; ++t)
+    if (!drop_[static_cast<size_t>(t)]) st.score[static_cast<size_t>(t)] = score[t];
+  // Highest slot first: the row that moves into a freed slot is always one that stays.
+  for (int64_t t = n0 - 1; t >= 0; --t)
+    if (drop_[static_cast<size_t>(t)]) remove_slot(st, t);
+  for (int64_t s = 0; s < S; ++s)
+    if (!drop_[static_cast<size_t>(n0 + s)])
+      append(st, K + s * D, V + s * D, pos0 + s, score[n0 + s]);
+}
+
+}  // namespace vq::eviction

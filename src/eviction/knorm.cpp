@@ -1,0 +1,51 @@
+// `knorm` (Devoto et al., "A Simple and Effective L2 Norm-Based Strategy for KV Cache
+// Compression", EMNLP 2024): keys with a low L2 norm tend to receive high attention, so keep the
+// lowest-norm keys. The score of a token is fixed when it arrives (-||k||^2); over budget the
+// highest-norm non-sink token leaves, so at any time the non-sink tokens kept are exactly the
+// budget - (sinks held) lowest-norm keys seen so far (ties: the later position stays).
+// Adaptation: the paper leaves the first layers uncompressed; here every layer uses the rule.
+#include <limits>
+
+#include "core/options.hpp"
+#include "eviction/eviction_cache.hpp"
+#include "eviction/methods.hpp"
+
+namespace vq {
+namespace {
+
+class KNormCache final : public eviction::EvictionCache {
+ public:
+  KNormCache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")) {}
+
+ protected:
+  void on_token(eviction::HeadState& st, const float* k, const float* v, const eviction::QueryRows&,
+                int64_t pos) override {
+    const Eigen::Map<const Eigen::VectorXf> kv(k, head_dim());
+    append(st, k, v, pos, -kv.cast<double>().squaredNorm());
+    if (over_budget(st)) {
+      const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+      if (slot >= 0) remove_slot(st, slot);
+    }
+  }
+};
+
+}  // namespace
+
+MethodInfo knorm_method_info() {
+  MethodInfo m;
+  m.id = "knorm";
+  m.family = Family::Eviction;
+  m.description = "keep the tokens whose keys have the lowest L2 norm";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<KNormCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq

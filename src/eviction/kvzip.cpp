@@ -1,0 +1,131 @@
+// `kvzip` (Kim et al., "KVzip: Query-Agnostic KV Cache Compression with Context
+// Reconstruction", 2025): a token matters if reconstructing the context relies on it. KVzip
+// feeds the model a prompt that repeats the context and scores every cached token by the largest
+// attention any query of that repeat places on it. A cache cannot run the model again, so the
+// probe is built from what the cache holds:
+//   probe=repeat  the kept keys themselves, replayed as the repeated context (the spec's
+//                 "key-based probe"). Every probe row attends to every kept token (the repeat
+//                 comes after the whole context, so there is no causal mask):
+//                   score_j = max_i softmax_j(K_i . K / sqrt(D))
+//                 When an update pushes the cache over budget, the kept rows and the whole
+//                 incoming chunk are scored in one round and the lowest T - budget non-sinks
+//                 leave (a prompt is compressed in one shot, as in the paper; one token at a
+//                 time this is one eviction per step). Cost O(T^2 D) per round, computed in
+//                 blocks of 128 probe rows.
+//   probe=latest  only the latest token is the probe: its attention over the kept tokens (true
+//                 queries when supplied and query=true, else its key). This is exactly tova.
+// Ties evict the lower position. `query` only affects probe=latest: the model's queries for a
+// re-read of the context are not available to a cache, so the repeat probe is key-based.
+// Adaptations: the paper scores with the model's own forward pass over the repeated text and
+// compresses once per context; here the probe is a key proxy and the rule runs whenever the
+// budget is exceeded.
+#include <algorithm>
+#include <limits>
+
+#include "core/options.hpp"
+#include "eviction/attention_window.hpp"
+#include "eviction/methods.hpp"
+
+namespace vq {
+namespace {
+
+constexpr int64_t kProbeBlock = 128;
+
+class KVzipCache final : public eviction::ChunkScoringCache {
+ public:
+  KVzipCache(const CacheConfig& c, const CacheContext& ctx)
+      : ChunkScoringCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
+        repeat_(c.get_string("probe") == "repeat"),
+        use_queries_(c.get_string("query") == "true") {}
+
+ protected:
+  void process_head(eviction::HeadState& st, const float* K, const float* V,
+                    const std::vector<eviction::QueryRows>& q, int64_t S, int64_t pos0) override {
+    if (!repeat_) {
+      EvictionCache::process_head(st, K, V, q, S, pos0);
+      return;
+    }
+    const int64_t D = head_dim();
+    if (st.n + S <= budget()) {
+      for (int64_t s = 0; s < S; ++s) append(st, K + s * D, V + s * D, pos0 + s, 0.0);
+      return;
+    }
+    const int64_t T = gather(st, K, S, pos0);
+    repeat_scores(T);
+    eviction::lowest_evictable(score_.data(), all_pos_.data(), T, n_sink(), T - budget(), order_,
+                               victims_);
+    mark_victims(T);
+    commit(st, K, V, S, pos0, score_.data());
+  }
+
+  // probe=latest: tova's step.
+  void on_token(eviction::HeadState& st, const float* k, const float* v,
+                const eviction::QueryRows& q, int64_t pos) override {
+    append(st, k, v, pos, 0.0);
+    if (!over_budget(st)) return;
+    eviction::step_attention(st.K, st.n, k, q, use_queries_, scratch_);
+    std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
+    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+    if (slot >= 0) remove_slot(st, slot);
+  }
+
+ private:
+  // score_[j] = max over probe rows i of softmax_j(all_K_[i] . all_K_ / sqrt(D)), j < T.
+  void repeat_scores(int64_t T) {
+    const int64_t D = head_dim();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const int64_t rows = std::min(T, kProbeBlock);
+    if (L_.rows() < rows || L_.cols() < T) L_.resize(std::max(rows, L_.rows()), T);
+    if (best_.size() < T) best_.resize(T);
+    if (rowv_.size() < rows) rowv_.resize(rows);
+    auto best = best_.head(T);
+    best.setZero();
+    const auto keys = all_K_.topRows(T);
+    for (int64_t r0 = 0; r0 < T; r0 += kProbeBlock) {
+      const int64_t rb = std::min(kProbeBlock, T - r0);
+      auto Lb = L_.topLeftCorner(rb, T);
+      auto rv = rowv_.head(rb);
+      Lb.noalias() = keys.middleRows(r0, rb) * keys.transpose();
+      Lb *= scale;
+      rv = Lb.rowwise().maxCoeff();
+      Lb.array().colwise() -= rv.array();
+      Lb.array() = Lb.array().exp();
+      rv = Lb.rowwise().sum();
+      Lb.array().colwise() /= rv.array();
+      best = best.cwiseMax(Lb.colwise().maxCoeff().transpose());
+    }
+    score_.resize(static_cast<size_t>(T));
+    for (int64_t j = 0; j < T; ++j) score_[static_cast<size_t>(j)] = best[j];
+  }
+
+  bool repeat_, use_queries_;
+  eviction::RowMatF L_;  // [block, >= T] probe logits, reused
+  Eigen::VectorXf best_, rowv_;
+  std::vector<double> score_;
+  eviction::AttnScratch scratch_;
+};
+
+}  // namespace
+
+MethodInfo kvzip_method_info() {
+  MethodInfo m;
+  m.id = "kvzip";
+  m.family = Family::Eviction;
+  m.description =
+      "context-reconstruction reliance: evict the token a replay of the context attends to least";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      opt_choice("probe", "repeat", {"repeat", "latest"},
+                 "probe: every kept key replayed (max attention), or the latest token (= tova)"),
+      opt_choice("query", "true", {"true", "proxy"},
+                 "probe=latest attention source: true queries when supplied, or the key proxy"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<KVzipCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq

@@ -1,0 +1,82 @@
+// `morphkv` (Ghadia et al., "Dialogue Without Limits: Constant-Sized KV Caches for Extended
+// Responses in LLMs", ICML 2025): retention is decided by the attention profile of the recent
+// window instead of the current token alone. The probes are the last `window` positions (their
+// true queries when supplied and query=true, else their keys); each probe attends causally (only
+// to kept tokens at or before its own position) over the kept keys, the G query heads of a probe
+// are averaged, and the probes are fused by sum or max:
+//   score_i = fuse_{w in window} mean_g softmax_{j <= pos_w}(K_j . q_{w,g} / sqrt(D))_i
+// Each new token joins first; over budget, the lowest-scoring non-sink token leaves.
+// Adaptations: the attention of a past probe is recomputed over the cache as it is now (the paper
+// reuses the attention maps of those steps); the recent tokens are not hard-protected, they
+// compete with what the window gives them (their own self-attention included). With window = 1
+// the single probe is the current token and the rule is exactly tova's.
+#include <algorithm>
+#include <limits>
+
+#include "core/options.hpp"
+#include "eviction/attention_window.hpp"
+#include "eviction/methods.hpp"
+
+namespace vq {
+namespace {
+
+class MorphKVCache final : public eviction::EvictionCache {
+ public:
+  MorphKVCache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
+        window_(c.get_int("window")),
+        fusion_(c.get_string("fusion") == "max" ? eviction::Fusion::Max : eviction::Fusion::Sum),
+        use_queries_(c.get_string("query") == "true") {}
+
+ protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    EvictionCache::on_shape_known(B, H);
+    rings_.assign(static_cast<size_t>(B * H), eviction::ProbeRing{});
+    for (auto& r : rings_) r.reset(window_, head_dim());
+  }
+
+  void on_token(eviction::HeadState& st, const float* k, const float* v,
+                const eviction::QueryRows& q, int64_t pos) override {
+    eviction::ProbeRing& ring = rings_[head_index(st)];
+    ring.push(pos, k, q, use_queries_);
+    append(st, k, v, pos, 0.0);
+    if (!over_budget(st)) return;
+    eviction::window_attention(st.K, st.n, st.pos.data(), ring, fusion_, scratch_);
+    std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
+    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+    if (slot >= 0) remove_slot(st, slot);
+  }
+
+ private:
+  int64_t window_;
+  eviction::Fusion fusion_;
+  bool use_queries_;
+  std::vector<eviction::ProbeRing> rings_;  // one per (b, h)
+  eviction::AttnScratch scratch_;
+};
+
+}  // namespace
+
+MethodInfo morphkv_method_info() {
+  MethodInfo m;
+  m.id = "morphkv";
+  m.family = Family::Eviction;
+  m.description = "evict the token the last `window` positions attend to least (fused attention)";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      opt_int("window", 32, 1, 65536,
+              "recent positions whose attention decides retention (1 = tova's rule)"),
+      opt_choice("fusion", "sum", {"sum", "max"},
+                 "how the window's attention maps combine: summed, or the largest per token"),
+      opt_choice("query", "true", {"true", "proxy"},
+                 "probe vectors: true queries when supplied, or the keys as proxies"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<MorphKVCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq

@@ -1,0 +1,137 @@
+// `nestedkv` (NestedKV-adapted, spec curdkv.txt, last lines): three key-only signals at three
+// time scales, blended per head, with a surprise gate that routes toward the current step.
+// Per (b, h) head, for each new key k at step t (t = 0 for the head's first token), before the
+// key joins the cache:
+//   surprise   d2 = ||k - e||^2 (e = episodic mean before this key), sigma2 = the mean of the
+//              previous d2 values (d2 itself at t = 1), gate g = d2 / (d2 + sigma2)
+//              (g = 0 at t = 0 and when both are 0; g = 1/2 for a typically surprising key)
+//   stable     s <- s + (k - s) / (t + 1)        long-term mean of every key seen (s = k at t = 0)
+//   episodic   e <- (1 - beta) e + beta k        recent mean, beta = episodic_rate (e = k at t = 0)
+// The key joins; when the cache is then over budget, every kept token j gets
+//   p_x = softmax_j(K_j . x / sqrt(D))            for x in {s, e, k}
+//   score_j = (1 - g) * (rho * p_s + (1 - rho) * p_e)_j + g * p_k_j
+// and the lowest score outside the sinks leaves. rho is the head-adaptive blend: measured once,
+// at the head's first overflow (prefill time: the end of the prompt when fed token by token, or
+// inside a long prompt), as rho = max(0, cos(s, e)) and frozen. A head whose recent keys agree
+// with its long-term mean (a stationary head) trusts the stable memory; a drifting head trusts
+// the episodic one. A surprising key (far from the recent mean) routes the decision toward what
+// it attends to itself. Scores are not accumulated. Only keys are used: values never matter.
+#include <cmath>
+#include <limits>
+
+#include "core/options.hpp"
+#include "eviction/eviction_cache.hpp"
+#include "eviction/methods.hpp"
+
+namespace vq {
+namespace {
+
+struct NestState {
+  Eigen::VectorXd stable, episodic;
+  double sigma2 = 0, rho = 1;
+  int64_t steps = 0;
+  bool rho_fixed = false;
+};
+
+class NestedKVCache final : public eviction::EvictionCache {
+ public:
+  NestedKVCache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
+        beta_(c.get_float("episodic_rate")) {}
+
+ protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    EvictionCache::on_shape_known(B, H);
+    const int64_t D = head_dim();
+    states_.assign(static_cast<size_t>(B * H), NestState{});
+    for (auto& s : states_) {
+      s.stable = Eigen::VectorXd::Zero(D);
+      s.episodic = Eigen::VectorXd::Zero(D);
+    }
+    signals_.setZero(D, 3);
+  }
+
+  void on_token(eviction::HeadState& st, const float* k, const float* v, const eviction::QueryRows&,
+                int64_t pos) override {
+    NestState& ns = states_[head_index(st)];
+    const Eigen::Map<const Eigen::VectorXf> kf(k, head_dim());
+    double gate = 0;
+    if (ns.steps == 0) {
+      ns.stable = kf.cast<double>();
+      ns.episodic = ns.stable;
+    } else {
+      const double d2 = (kf.cast<double>() - ns.episodic).squaredNorm();
+      const double typical = ns.steps == 1 ? d2 : ns.sigma2;
+      gate = d2 + typical > 0 ? d2 / (d2 + typical) : 0.0;
+      ns.sigma2 += (d2 - ns.sigma2) / static_cast<double>(ns.steps);
+      ns.stable += (kf.cast<double>() - ns.stable) / static_cast<double>(ns.steps + 1);
+      ns.episodic = (1.0 - beta_) * ns.episodic + beta_ * kf.cast<double>();
+    }
+    ++ns.steps;
+    append(st, k, v, pos, 0.0);
+    if (!over_budget(st)) return;
+    if (!ns.rho_fixed) {
+      const double norms = ns.stable.norm() * ns.episodic.norm();
+      ns.rho = norms > 0 ? std::max(0.0, ns.stable.dot(ns.episodic) / norms) : 1.0;
+      ns.rho_fixed = true;
+    }
+    score(st, ns, kf, gate);
+    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+    if (slot >= 0) remove_slot(st, slot);
+  }
+
+ private:
+  // st.score[0:n] = the gated blend of the three softmax signals (see the header comment).
+  void score(eviction::HeadState& st, const NestState& ns,
+             const Eigen::Map<const Eigen::VectorXf>& k, double gate) {
+    const int64_t n = st.n;
+    signals_.col(0) = ns.stable.cast<float>();
+    signals_.col(1) = ns.episodic.cast<float>();
+    signals_.col(2) = k;
+    if (logits_.rows() < n) logits_.resize(std::max<int64_t>(n, 2 * logits_.rows()), 3);
+    if (probs_.rows() < n) probs_.resize(logits_.rows(), 3);
+    auto L = logits_.topRows(n);
+    auto P = probs_.topRows(n);
+    L.noalias() = st.K.topRows(n) * signals_;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim()));
+    for (int x = 0; x < 3; ++x) {
+      auto p = P.col(x);
+      p = L.col(x).cast<double>() * scale;
+      const double mx = p.maxCoeff();
+      p = (p.array() - mx).exp();
+      p /= p.sum();
+    }
+    const double rho = ns.rho;
+    Eigen::Map<Eigen::VectorXd>(st.score.data(), n) =
+        (1.0 - gate) * (rho * P.col(0) + (1.0 - rho) * P.col(1)) + gate * P.col(2);
+  }
+
+  double beta_;
+  std::vector<NestState> states_;                    // one per (b, h)
+  Eigen::Matrix<float, Eigen::Dynamic, 3> signals_;  // [D, 3]: stable, episodic, current
+  Eigen::Matrix<float, Eigen::Dynamic, 3> logits_;   // [>= n, 3], reused
+  Eigen::Matrix<double, Eigen::Dynamic, 3> probs_;   // [>= n, 3], reused
+};
+
+}  // namespace
+
+MethodInfo nestedkv_method_info() {
+  MethodInfo m;
+  m.id = "nestedkv";
+  m.family = Family::Eviction;
+  m.description =
+      "key-only blend of stable, episodic and current signals per head with a surprise gate";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      opt_float("episodic_rate", "0.1", 1e-6, 1.0,
+                "beta: weight of each new key in the episodic (recent) mean; memory ~ 1/beta keys"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<NestedKVCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq

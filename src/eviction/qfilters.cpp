@@ -1,0 +1,107 @@
+// `qfilters` (Godey et al., "Q-Filters: Leveraging QK Geometry for Efficient KV Cache
+// Compression", 2025): score each key by its projection on one per-head direction, a "filter"
+// that predicts which keys will be attended, without computing any attention.
+//
+// The filter u (unit, [D]) is fixed once per head at prefill and frozen afterwards:
+//   u = first right singular vector of the prompt keys K [T, D] (the top eigenvector of the
+//       D x D Gram matrix K^T K, in double), sign chosen so that u . mean(K) >= 0.
+// Prefill is the first update call carrying more than one token, or, if the cache overflows
+// first (one token at a time), the tokens held at that overflow.
+// Score of a token: s = k . u. Over budget, the lowest s outside the sinks leaves.
+// Sign convention: the logit of a key under the key-as-query proxy is q . k with q distributed
+// like the keys, whose mean points along +u; so a larger k . u predicts more attention and the
+// keys kept are those with the largest projection on +u.
+// Adaptation: the paper estimates the filter offline from the *queries* of a calibration set; a
+// cache has no calibration data, so this uses the spec's frozen key-SVD direction of the prompt.
+#include <limits>
+
+#include "core/options.hpp"
+#include "eviction/eviction_cache.hpp"
+#include "eviction/methods.hpp"
+
+namespace vq {
+namespace {
+
+class QFiltersCache final : public eviction::EvictionCache {
+ public:
+  QFiltersCache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")) {}
+
+ protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    EvictionCache::on_shape_known(B, H);
+    filters_ = eviction::RowMatD::Zero(B * H, head_dim());
+    fixed_.assign(static_cast<size_t>(B * H), 0);
+  }
+
+  void process_head(eviction::HeadState& st, const float* K, const float* V,
+                    const std::vector<eviction::QueryRows>&, int64_t S, int64_t pos0) override {
+    const size_t idx = head_index(st);
+    const int64_t D = head_dim();
+    if (!fixed_[idx] && S > 1) fix_filter(st, idx, K, S);
+    for (int64_t s = 0; s < S; ++s) {
+      const float* k = K + s * D;
+      append(st, k, V + s * D, pos0 + s, fixed_[idx] ? project(idx, k) : 0.0);
+      if (!over_budget(st)) continue;
+      if (!fixed_[idx]) fix_filter(st, idx, nullptr, 0);
+      const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+      if (slot >= 0) remove_slot(st, slot);
+    }
+  }
+
+ private:
+  double project(size_t idx, const float* k) const {
+    const Eigen::Map<const Eigen::VectorXf> kv(k, head_dim());
+    return filters_.row(static_cast<Eigen::Index>(idx)).dot(kv.cast<double>());
+  }
+
+  // Estimates the filter from the held keys plus S chunk keys, then scores the held keys.
+  void fix_filter(eviction::HeadState& st, size_t idx, const float* K, int64_t S) {
+    const int64_t D = head_dim();
+    gram_.setZero(D, D);
+    sum_.setZero(D);
+    if (st.n > 0) {
+      const eviction::RowMatD held = st.K.topRows(st.n).cast<double>();
+      gram_.noalias() += held.transpose() * held;
+      sum_ += held.colwise().sum().transpose();
+    }
+    if (S > 0) {
+      const eviction::RowMatD chunk = Eigen::Map<const eviction::RowMatF>(K, S, D).cast<double>();
+      gram_.noalias() += chunk.transpose() * chunk;
+      sum_ += chunk.colwise().sum().transpose();
+    }
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram_);
+    Eigen::VectorXd u = eig.eigenvectors().col(D - 1);  // eigenvalues ascending: last is largest
+    if (u.dot(sum_) < 0) u = -u;
+    filters_.row(static_cast<Eigen::Index>(idx)) = u.transpose();
+    fixed_[idx] = 1;
+    for (int64_t i = 0; i < st.n; ++i)
+      st.score[static_cast<size_t>(i)] = project(idx, st.K.row(i).data());
+  }
+
+  eviction::RowMatD filters_;  // [B * H, D], row b * H + h is that head's filter
+  std::vector<char> fixed_;
+  Eigen::MatrixXd gram_;
+  Eigen::VectorXd sum_;
+};
+
+}  // namespace
+
+MethodInfo qfilters_method_info() {
+  MethodInfo m;
+  m.id = "qfilters";
+  m.family = Family::Eviction;
+  m.description =
+      "keep the keys with the largest projection on a per-head key-SVD direction frozen at prefill";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<QFiltersCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq

@@ -1,0 +1,165 @@
+// `snapkv` (Li et al., "SnapKV: LLM Knows What You are Looking for Before Generation",
+// NeurIPS 2024): one-shot compression of the prompt.
+//
+// Prefill is the first update call that carries more than one token; if the cache overflows
+// before any such call (an engine feeding one token at a time), the tokens held at that moment
+// are the prompt. At prefill, with T prompt tokens (positions 0..T-1):
+//   w      = min(window, T, budget - sinks)  observation window: the last w positions
+//   a_j    = sum over the w window probes p of mean_g softmax_{i <= pos_p}(K_i . q_{p,g}/sqrt(D))_j
+//            (probe = true query rows when supplied and query=true, else the token's key)
+//   s_j    = max or mean of a over the prefix positions j - kernel/2 .. j + kernel/2 (prefix =
+//            the T - w positions before the window; the mean counts only in-range neighbours)
+// Kept: the sinks, the window, and the budget - w - sinks prefix tokens with the highest s
+// (ties: the later position stays). Shorter prompts are kept whole (and still scored).
+//
+// Decode (every token after prefill, including later multi-token calls) is appended. When the
+// budget is reached during decode, the scored prompt tokens are drained first, lowest s first;
+// once only sinks, the window and generated tokens remain, the oldest of those leaves (a
+// sliding window). The paper lets decode tokens grow the cache without bound; here the budget
+// is a hard limit, so something has to give.
+#include <algorithm>
+#include <limits>
+
+#include "core/options.hpp"
+#include "eviction/attention_window.hpp"
+#include "eviction/methods.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace vq {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+class SnapKVCache final : public eviction::ChunkScoringCache {
+ public:
+  SnapKVCache(const CacheConfig& c, const CacheContext& ctx)
+      : ChunkScoringCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
+        window_(c.get_int("window")),
+        kernel_(c.get_int("kernel")),
+        max_pool_(c.get_string("pool") == "max"),
+        use_queries_(c.get_string("query") == "true") {}
+
+ protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    EvictionCache::on_shape_known(B, H);
+    rings_.assign(static_cast<size_t>(B * H), eviction::ProbeRing{});
+    for (auto& r : rings_) r.reset(window_, head_dim());
+    prefilled_.assign(static_cast<size_t>(B * H), 0);
+  }
+
+  void process_head(eviction::HeadState& st, const float* K, const float* V,
+                    const std::vector<eviction::QueryRows>& q, int64_t S, int64_t pos0) override {
+    const size_t idx = head_index(st);
+    const int64_t D = head_dim();
+    eviction::ProbeRing& ring = rings_[idx];
+    if (!prefilled_[idx] && S > 1) {  // the prompt: score it and keep the best in one round
+      for (int64_t s = std::max<int64_t>(0, S - window_); s < S; ++s)
+        ring.push(pos0 + s, K + s * D, q[static_cast<size_t>(s)], use_queries_);
+      prefill(st, ring, K, V, S, pos0);
+      prefilled_[idx] = 1;
+      return;
+    }
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t pos = pos0 + s;
+      if (!prefilled_[idx]) ring.push(pos, K + s * D, q[static_cast<size_t>(s)], use_queries_);
+      append(st, K + s * D, V + s * D, pos, kInf);
+      if (!over_budget(st)) continue;
+      if (!prefilled_[idx]) {  // overflow before any multi-token call: what is held is the prompt
+        prefill(st, ring, nullptr, nullptr, 0, pos + 1);
+        prefilled_[idx] = 1;
+      } else {
+        const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+        if (slot >= 0) remove_slot(st, slot);
+      }
+    }
+  }
+
+ private:
+  // Scores the held rows plus the S chunk rows as the prompt, keeps the best `budget` of them.
+  void prefill(eviction::HeadState& st, const eviction::ProbeRing& ring, const float* K,
+               const float* V, int64_t S, int64_t pos0) {
+    const int64_t T = gather(st, K, S, pos0);
+    int64_t sinks = 0;
+    for (int64_t t = 0; t < T; ++t) sinks += all_pos_[static_cast<size_t>(t)] < n_sink() ? 1 : 0;
+    const int64_t w = std::min({window_, T, ring.size(), budget() - sinks});
+    const int64_t first = ring.size() - w;
+    const int64_t window_start = w > 0 ? ring.pos(first) : std::numeric_limits<int64_t>::max();
+
+    const size_t Tz = static_cast<size_t>(T);
+    score_.resize(Tz);
+    scratch_.ensure(T);
+    std::vector<double>& attn = scratch_.out;
+    if (w > 0)
+      eviction::window_attention(all_K_, T, all_pos_.data(), ring, eviction::Fusion::Sum, scratch_,
+                                 first);
+    else
+      std::fill(attn.begin(), attn.end(), 0.0);
+
+    // Pool over the prefix in position order.
+    prefix_.clear();
+    for (int64_t t = 0; t < T; ++t)
+      if (all_pos_[static_cast<size_t>(t)] < window_start) prefix_.push_back(t);
+    std::sort(prefix_.begin(), prefix_.end(), [&](int64_t a, int64_t b) {
+      return all_pos_[static_cast<size_t>(a)] < all_pos_[static_cast<size_t>(b)];
+    });
+    const int64_t P = static_cast<int64_t>(prefix_.size());
+    const int64_t half = kernel_ / 2;
+    for (int64_t r = 0; r < P; ++r) {
+      const int64_t lo = std::max<int64_t>(0, r - half), hi = std::min<int64_t>(P - 1, r + half);
+      double pooled = max_pool_ ? -kInf : 0.0;
+      for (int64_t u = lo; u <= hi; ++u) {
+        const double a = attn[static_cast<size_t>(prefix_[static_cast<size_t>(u)])];
+        pooled = max_pool_ ? std::max(pooled, a) : pooled + a;
+      }
+      if (!max_pool_) pooled /= static_cast<double>(hi - lo + 1);
+      score_[static_cast<size_t>(prefix_[static_cast<size_t>(r)])] = pooled;
+    }
+    for (int64_t t = 0; t < T; ++t)
+      if (all_pos_[static_cast<size_t>(t)] >= window_start) score_[static_cast<size_t>(t)] = kInf;
+
+    eviction::lowest_evictable(score_.data(), all_pos_.data(), T, n_sink(), T - budget(), order_,
+                               victims_);
+    mark_victims(T);
+    commit(st, K, V, S, pos0, score_.data());
+  }
+
+  int64_t window_, kernel_;
+  bool max_pool_, use_queries_;
+  std::vector<eviction::ProbeRing> rings_;  // one per (b, h), used until prefill
+  std::vector<char> prefilled_;
+  std::vector<double> score_;
+  eviction::AttnScratch scratch_;
+  std::vector<int64_t> prefix_;
+};
+
+}  // namespace
+
+MethodInfo snapkv_method_info() {
+  MethodInfo m;
+  m.id = "snapkv";
+  m.family = Family::Eviction;
+  m.description =
+      "one-shot prompt compression by the pooled attention of the last `window` positions";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      opt_int("window", 32, 1, 65536,
+              "observation window: last prompt positions that vote (and are kept); clamped to "
+              "budget - sinks"),
+      opt_int("kernel", 7, 1, 1023, "pooling width over neighbouring prompt positions (odd)"),
+      opt_choice("pool", "max", {"max", "avg"}, "pooling of the votes over the kernel"),
+      opt_choice("query", "true", {"true", "proxy"},
+                 "window probes: true queries when supplied, or the keys as proxies"),
+  };
+  m.validate = [](const CacheConfig& c) {
+    eviction::check_sinks_below_budget(c);
+    VQ_CHECK(c.get_int("kernel") % 2 == 1, InvalidArgument, c.method(),
+             ": kernel = ", c.get_int("kernel"), " must be odd (centred pooling)");
+  };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<SnapKVCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq

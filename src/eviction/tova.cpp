@@ -1,0 +1,61 @@
+// `tova` (Oren et al., "Transformers are Multi-State RNNs", 2024): Token Omission Via Attention.
+// Each new token joins the cache first; when the cache is then over budget, the attention of the
+// current step over every kept token (the newcomer included) is computed and the token with the
+// lowest weight leaves. Scores are not accumulated: only the current step's attention counts.
+// Attention: the true queries of the step (mean over the G query heads of the KV head's group)
+// when supplied and query=true, else the key-as-query proxy softmax(K k / sqrt(D)).
+// Adaptation: the paper averages the weights over all heads of a layer and evicts the same token
+// from every head; here each KV head decides alone (heads stay independent, as for h2o).
+#include <algorithm>
+#include <limits>
+
+#include "core/options.hpp"
+#include "eviction/attention_window.hpp"
+#include "eviction/methods.hpp"
+
+namespace vq {
+namespace {
+
+class TovaCache final : public eviction::EvictionCache {
+ public:
+  TovaCache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
+        use_queries_(c.get_string("query") == "true") {}
+
+ protected:
+  void on_token(eviction::HeadState& st, const float* k, const float* v,
+                const eviction::QueryRows& q, int64_t pos) override {
+    append(st, k, v, pos, 0.0);
+    if (!over_budget(st)) return;  // scores only matter when someone must leave
+    eviction::step_attention(st.K, st.n, k, q, use_queries_, scratch_);
+    std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
+    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+    if (slot >= 0) remove_slot(st, slot);
+  }
+
+ private:
+  bool use_queries_;
+  eviction::AttnScratch scratch_;
+};
+
+}  // namespace
+
+MethodInfo tova_method_info() {
+  MethodInfo m;
+  m.id = "tova";
+  m.family = Family::Eviction;
+  m.description = "evict the token with the lowest attention weight at the current step";
+  m.options = {
+      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      opt_choice("query", "true", {"true", "proxy"},
+                 "attention source: true queries when supplied, or the key-as-query proxy"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<TovaCache>(c, ctx);
+  };
+  return m;
+}
+
+}  // namespace vq

@@ -1,0 +1,313 @@
+// The C API (include/veloxquant/c_api.h): thin wrappers that turn every C++ exception into a
+// status code and a thread-local message.
+#include "veloxquant/c_api.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "veloxquant/cache.hpp"
+#include "veloxquant/errors.hpp"
+#include "veloxquant/registry.hpp"
+#include "veloxquant/tensor.hpp"
+#include "veloxquant/vqkv.hpp"
+
+struct vq_cache {
+  std::unique_ptr<vq::KVCache> cache;
+  mutable vq::CacheStats snapshot;  // keeps extra-field names alive for vq_cache_stats_extra
+  mutable bool have_snapshot = false;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+void set_error(const char* msg) noexcept {
+  try {
+    g_last_error = msg;
+  } catch (...) {
+    g_last_error.clear();  // out of memory while copying the message: leave it empty
+  }
+}
+
+template <typename Fn>
+vq_status guarded(Fn&& fn) noexcept {
+  try {
+    fn();
+    g_last_error.clear();
+    return VQ_OK;
+  } catch (const vq::InvalidArgument& e) {
+    set_error(e.what());
+    return VQ_ERR_INVALID_ARGUMENT;
+  } catch (const vq::FormatError& e) {
+    set_error(e.what());
+    return VQ_ERR_FORMAT;
+  } catch (const vq::IoError& e) {
+    set_error(e.what());
+    return VQ_ERR_IO;
+  } catch (const vq::Error& e) {
+    set_error(e.what());
+    return VQ_ERR_STATE;
+  } catch (const std::bad_alloc&) {
+    set_error("out of memory");
+    return VQ_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_error(e.what());
+    return VQ_ERR_INTERNAL;
+  } catch (...) {
+    set_error("unknown C++ exception");
+    return VQ_ERR_INTERNAL;
+  }
+}
+
+void need(const void* p, const char* what) {
+  VQ_CHECK(p != nullptr, vq::InvalidArgument, "NULL pointer passed for ", what);
+}
+
+vq::Tensor make_tensor(vq_dtype dtype, const void* data, int64_t B, int64_t H, int64_t S, int64_t D,
+                       const char* what) {
+  VQ_CHECK(B >= 0 && H >= 0 && S >= 0, vq::InvalidArgument, what, ": shape [", B, ", ", H, ", ", S,
+           ", ", D, "] has a negative dimension");
+  vq::Tensor t(B, H, S, D);  // checks the element count
+  const size_t n = static_cast<size_t>(t.numel());
+  if (n == 0) return t;
+  need(data, what);
+  switch (dtype) {
+    case VQ_F32:
+      std::memcpy(t.data(), data, n * sizeof(float));
+      break;
+    case VQ_F16:
+    case VQ_BF16: {
+      const auto* h = static_cast<const uint16_t*>(data);
+      for (size_t i = 0; i < n; ++i)
+        t.data()[i] = dtype == VQ_F16 ? vq::fp16_to_fp32(h[i]) : vq::bf16_to_fp32(h[i]);
+      break;
+    }
+    default:
+      VQ_THROW(vq::InvalidArgument, what, ": unknown dtype code ", static_cast<int>(dtype),
+               " (VQ_F32 = 1, VQ_F16 = 2, VQ_BF16 = 3)");
+  }
+  return t;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* vq_last_error(void) {
+  return g_last_error.c_str();
+}
+
+const char* vq_status_name(vq_status s) {
+  switch (s) {
+    case VQ_OK:
+      return "ok";
+    case VQ_ERR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case VQ_ERR_FORMAT:
+      return "format error";
+    case VQ_ERR_IO:
+      return "i/o error";
+    case VQ_ERR_STATE:
+      return "invalid state";
+    case VQ_ERR_OUT_OF_MEMORY:
+      return "out of memory";
+    case VQ_ERR_INTERNAL:
+      return "internal error";
+  }
+  return "unknown status";
+}
+
+const char* vq_version(void) {
+  return "0.1.0";
+}
+
+vq_status vq_method_count(int64_t* count) {
+  return guarded([&] {
+    need(count, "count");
+    *count = static_cast<int64_t>(vq::methods().size());
+  });
+}
+
+vq_status vq_method_id(int64_t i, const char** id) {
+  return guarded([&] {
+    need(id, "id");
+    const auto& ms = vq::methods();
+    VQ_CHECK(i >= 0 && i < static_cast<int64_t>(ms.size()), vq::InvalidArgument, "method index ", i,
+             " is outside [0, ", ms.size(), ")");
+    *id = ms[static_cast<size_t>(i)].id.c_str();
+  });
+}
+
+vq_status vq_cache_create_layer(const char* spec, int64_t head_dim, int64_t layer, int64_t n_layers,
+                                uint64_t seed, vq_cache** out) {
+  return guarded([&] {
+    need(out, "out");
+    *out = nullptr;
+    need(spec, "spec");
+    auto c = std::make_unique<vq_cache>();
+    c->cache = vq::make_cache(vq::CacheConfig::parse(spec), head_dim, layer, n_layers,
+                              vq::layer_seed(seed, layer));
+    *out = c.release();
+  });
+}
+
+vq_status vq_cache_create(const char* spec, int64_t head_dim, vq_cache** out) {
+  return guarded([&] {
+    need(out, "out");
+    *out = nullptr;
+    need(spec, "spec");
+    auto c = std::make_unique<vq_cache>();
+    c->cache = vq::make_cache(vq::CacheConfig::parse(spec), head_dim);
+    *out = c.release();
+  });
+}
+
+void vq_cache_destroy(vq_cache* cache) {
+  delete cache;
+}
+
+vq_status vq_cache_update_typed(vq_cache* cache, vq_dtype dtype, const void* keys,
+                                const void* values, const void* queries, int64_t B, int64_t H,
+                                int64_t S, int64_t Hq) {
+  return guarded([&] {
+    need(cache, "cache");
+    const int64_t D = cache->cache->head_dim();
+    const vq::Tensor k = make_tensor(dtype, keys, B, H, S, D, "keys");
+    const vq::Tensor v = make_tensor(dtype, values, B, H, S, D, "values");
+    cache->have_snapshot = false;
+    if (queries == nullptr) {
+      VQ_CHECK(Hq == 0, vq::InvalidArgument, "queries is NULL but Hq = ", Hq, " (pass 0)");
+      cache->cache->update(k, v);
+    } else {
+      const vq::Tensor q = make_tensor(dtype, queries, B, Hq, S, D, "queries");
+      cache->cache->update(k, v, &q);
+    }
+  });
+}
+
+vq_status vq_cache_update(vq_cache* cache, const float* keys, const float* values,
+                          const float* queries, int64_t B, int64_t H, int64_t S, int64_t Hq) {
+  return vq_cache_update_typed(cache, VQ_F32, keys, values, queries, B, H, S, Hq);
+}
+
+vq_status vq_cache_shape(const vq_cache* cache, int64_t* B, int64_t* H, int64_t* D,
+                         int64_t* offset) {
+  return guarded([&] {
+    need(cache, "cache");
+    if (B) *B = cache->cache->batch();
+    if (H) *H = cache->cache->kv_heads();
+    if (D) *D = cache->cache->head_dim();
+    if (offset) *offset = cache->cache->offset();
+  });
+}
+
+vq_status vq_cache_kept_tokens(const vq_cache* cache, int64_t* n_kept) {
+  return guarded([&] {
+    need(cache, "cache");
+    need(n_kept, "n_kept");
+    const vq::KVView& view = cache->cache->view();
+    int64_t n = view.heads.empty() ? 0 : view.heads[0].n;
+    for (const auto& hv : view.heads)
+      VQ_CHECK(hv.n == n, vq::Error, cache->cache->config().method(),
+               ": heads keep different token counts (", n, " and ", hv.n, ")");
+    *n_kept = n;
+  });
+}
+
+vq_status vq_cache_fetch(const vq_cache* cache, float* keys, float* values, int64_t* positions,
+                         int64_t capacity_tokens, int64_t* n_kept) {
+  return guarded([&] {
+    need(cache, "cache");
+    const vq::FetchResult r = cache->cache->fetch();
+    VQ_CHECK(capacity_tokens >= r.n_kept, vq::InvalidArgument, "buffers sized for ",
+             capacity_tokens, " tokens per head but the cache keeps ", r.n_kept);
+    if (n_kept) *n_kept = r.n_kept;
+    if (keys && r.keys.numel() > 0)
+      std::memcpy(keys, r.keys.data(), sizeof(float) * static_cast<size_t>(r.keys.numel()));
+    if (values && r.values.numel() > 0)
+      std::memcpy(values, r.values.data(), sizeof(float) * static_cast<size_t>(r.values.numel()));
+    if (positions && !r.positions.empty())
+      std::memcpy(positions, r.positions.data(), sizeof(int64_t) * r.positions.size());
+  });
+}
+
+vq_status vq_cache_get_stats(const vq_cache* cache, vq_cache_stats* out) {
+  return guarded([&] {
+    need(cache, "cache");
+    need(out, "out");
+    cache->snapshot = cache->cache->stats();
+    cache->have_snapshot = true;
+    const vq::CacheStats& s = cache->snapshot;
+    out->tokens_seen = s.tokens_seen;
+    out->tokens_kept = s.tokens_kept;
+    out->kept_bytes = s.kept_bytes;
+    out->full_seq_bytes = s.full_seq_bytes;
+    out->compression_ratio = s.compression_ratio;
+    out->n_extra = static_cast<int64_t>(s.extra.size());
+  });
+}
+
+vq_status vq_cache_stats_extra(const vq_cache* cache, int64_t i, const char** name, double* value) {
+  return guarded([&] {
+    need(cache, "cache");
+    if (!cache->have_snapshot) {
+      cache->snapshot = cache->cache->stats();
+      cache->have_snapshot = true;
+    }
+    const auto& extra = cache->snapshot.extra;
+    VQ_CHECK(i >= 0 && i < static_cast<int64_t>(extra.size()), vq::InvalidArgument,
+             "stats field index ", i, " is outside [0, ", extra.size(), ")");
+    if (name) *name = extra[static_cast<size_t>(i)].first.c_str();
+    if (value) *value = extra[static_cast<size_t>(i)].second;
+  });
+}
+
+vq_status vq_compress(const float* data, const int64_t* shape, int ndim, const char* spec,
+                      uint8_t** out, size_t* out_size) {
+  return guarded([&] {
+    need(out, "out");
+    need(out_size, "out_size");
+    *out = nullptr;
+    *out_size = 0;
+    need(spec, "spec");
+    VQ_CHECK(ndim >= 2 && ndim <= 5, vq::InvalidArgument, "ndim = ", ndim,
+             " is not 2 ([S, D]) to 5 ([L, 2, H, S, D])");
+    need(shape, "shape");
+    const std::vector<int64_t> dims(shape, shape + ndim);
+    const std::vector<uint8_t> file =
+        vq::vqkv_compress(data, dims, vq::CacheConfig::parse(spec), vq::NpyDtype::Float32);
+    auto* buf = static_cast<uint8_t*>(std::malloc(file.empty() ? 1 : file.size()));
+    if (buf == nullptr) throw std::bad_alloc();
+    std::memcpy(buf, file.data(), file.size());
+    *out = buf;
+    *out_size = file.size();
+  });
+}
+
+vq_status vq_decompress(const uint8_t* data, size_t size, float** values, int64_t shape[5],
+                        int* ndim) {
+  return guarded([&] {
+    need(values, "values");
+    *values = nullptr;
+    need(shape, "shape");
+    need(ndim, "ndim");
+    need(data, "data");
+    const vq::VqkvArray a = vq::vqkv_decompress(data, size);
+    auto* buf = static_cast<float*>(std::malloc(a.values.empty() ? 1 : a.values.size() * 4));
+    if (buf == nullptr) throw std::bad_alloc();
+    if (!a.values.empty()) std::memcpy(buf, a.values.data(), a.values.size() * sizeof(float));
+    *values = buf;
+    *ndim = static_cast<int>(a.shape.size());
+    for (size_t i = 0; i < 5; ++i) shape[i] = i < a.shape.size() ? a.shape[i] : 0;
+  });
+}
+
+void vq_free(void* p) {
+  std::free(p);
+}
+
+}  // extern "C"

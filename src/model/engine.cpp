@@ -1,0 +1,477 @@
+// The fp32 forward pass (llama2.c architecture) with a VeloxQuant cache per layer.
+//
+// Per layer, for input x [dim]:
+//   xb = rmsnorm(x) * rms_att;  q = Wq xb, k = Wk xb, v = Wv xb;  RoPE on q and k
+//   cache.update(k, v, q);  att_h = softmax(q_h K^T / sqrt(D)) V  over the kept rows of KV head
+//   h / (n_heads / n_kv_heads);  x += Wo att
+//   xb = rmsnorm(x) * rms_ffn;  x += W2 (silu(W1 xb) * W3 xb)
+// then logits = Wcls (rmsnorm(x) * rms_final).
+// Decode reuses preallocated buffers and Tensors, so the loop itself does not touch the heap
+// (a cache may still grow its own storage).
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/rng.hpp"
+#include "veloxquant/errors.hpp"
+#include "veloxquant/model.hpp"
+
+namespace vq {
+
+namespace {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMat = Eigen::Map<const RowMatF>;
+using VecF = Eigen::VectorXf;
+using ConstVec = Eigen::Map<const VecF>;
+using MutVec = Eigen::Map<VecF>;
+
+constexpr float kRmsEps = 1e-5f;
+
+void rmsnorm(float* out, const float* x, const float* w, int64_t n) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  ss = 1.0f / std::sqrt(ss / static_cast<float>(n) + kRmsEps);
+  for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (ss * x[i]);
+}
+
+inline float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  const Model* model = nullptr;
+  CacheConfig cfg;
+  EngineOptions opt;
+  ModelConfig c;
+  int64_t D = 0, Hq = 0, Hkv = 0, G = 0, hd2 = 0;
+  float scale = 1.0f;
+  std::vector<LayerWeights> w;
+  std::vector<std::unique_ptr<KVCache>> caches;
+  std::vector<char> pre_rope;
+  int64_t pos = 0;
+
+  std::vector<float> rope_cos, rope_sin;  // [seq_len, head_dim / 2]
+  // Decode scratch, 64-byte aligned (see AlignedAllocator).
+  AlignedFloats x, xb, q, k, v, att, hb, hb2, logits, scores, rot, kself;
+  Tensor qt, kt, vt;  // what the cache is given: [1, Hq, 1, D], [1, Hkv, 1, D], [1, Hkv, 1, D]
+  // Prefill output.
+  std::vector<float> plogits;
+
+  Engine::CacheFactory factory;  // empty: build from cfg with build_caches
+
+  void build() {
+    if (factory) {
+      caches.clear();
+      for (int64_t l = 0; l < c.n_layers; ++l) {
+        caches.push_back(factory(l));
+        VQ_CHECK(caches.back() != nullptr && caches.back()->head_dim() == D, InvalidArgument,
+                 "Engine: the cache factory must return a cache with head_dim ", D, " for layer ",
+                 l);
+      }
+      cfg = caches.front()->config();
+    } else {
+      caches = build_caches(cfg, c.n_layers, D, opt.seed);
+    }
+    pre_rope.resize(caches.size());
+    for (size_t l = 0; l < caches.size(); ++l) pre_rope[l] = caches[l]->wants_pre_rope_keys();
+    pos = 0;
+  }
+
+  void rope(float* v, int64_t n_heads, int64_t p) const {
+    const float* cs = rope_cos.data() + p * hd2;
+    const float* sn = rope_sin.data() + p * hd2;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* r = v + h * D;
+      for (int64_t i = 0; i < hd2; ++i) {
+        const float v0 = r[2 * i], v1 = r[2 * i + 1];
+        r[2 * i] = v0 * cs[i] - v1 * sn[i];
+        r[2 * i + 1] = v0 * sn[i] + v1 * cs[i];
+      }
+    }
+  }
+
+  // Keys of one kept head ready for attention: as stored, or rotated into `rot` when the cache
+  // holds pre-RoPE keys.
+  const float* keys_for_attention(const HeadView& hv, bool pre) {
+    if (!pre) return hv.keys;
+    if (static_cast<int64_t>(rot.size()) < hv.n * D) rot.resize(static_cast<size_t>(hv.n * D));
+    std::memcpy(rot.data(), hv.keys, sizeof(float) * static_cast<size_t>(hv.n * D));
+    for (int64_t i = 0; i < hv.n; ++i) {
+      const int64_t p = hv.positions[i];
+      VQ_CHECK(p >= 0 && p < c.seq_len, Error, cfg.method(), ": kept position ", p,
+               " is outside [0, seq_len = ", c.seq_len, ")");
+      rope(rot.data() + i * D, 1, p);
+    }
+    return rot.data();
+  }
+
+  // out[D] = softmax(q K^T * scale) V over n rows, plus one extra row (self_k, self_v) when
+  // self_k is not null. The loops fix the summation order (each score sums over d in order,
+  // each output over rows in order), so the result does not depend on where a cache keeps its
+  // rows; the compiler still vectorizes across rows / across d.
+  void attend(const float* q, const float* keys, const float* values, int64_t n,
+              const float* self_k, const float* self_v, float* out) {
+    const int64_t m = n + (self_k ? 1 : 0);
+    for (int64_t d = 0; d < D; ++d) out[d] = 0.0f;
+    if (m == 0) return;
+    if (static_cast<int64_t>(scores.size()) < m) scores.resize(static_cast<size_t>(m));
+    float* sc = scores.data();
+    for (int64_t i = 0; i < n; ++i) sc[i] = 0.0f;
+    for (int64_t d = 0; d < D; ++d) {
+      const float qd = q[d];
+      for (int64_t i = 0; i < n; ++i) sc[i] += keys[i * D + d] * qd;
+    }
+    if (self_k) {
+      float s = 0.0f;
+      for (int64_t d = 0; d < D; ++d) s += self_k[d] * q[d];
+      sc[n] = s;
+    }
+    float mx = sc[0] * scale;
+    for (int64_t i = 0; i < m; ++i) {
+      sc[i] *= scale;
+      mx = std::max(mx, sc[i]);
+    }
+    float sum = 0.0f;
+    for (int64_t i = 0; i < m; ++i) {
+      sc[i] = std::exp(sc[i] - mx);
+      sum += sc[i];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; ++i) {
+      const float a = sc[i] * inv;
+      const float* v = values + i * D;
+      for (int64_t d = 0; d < D; ++d) out[d] += a * v[d];
+    }
+    if (self_k) {
+      const float a = sc[n] * inv;
+      for (int64_t d = 0; d < D; ++d) out[d] += a * self_v[d];
+    }
+  }
+
+  // True when the head kept position p (the token just added).
+  static bool holds(const HeadView& hv, int64_t p) {
+    for (int64_t i = hv.n - 1; i >= 0; --i)
+      if (hv.positions[i] == p) return true;
+    return false;
+  }
+
+  const float* step(int32_t token) {
+    VQ_CHECK(token >= 0 && token < c.vocab_size, InvalidArgument, "Engine::step: token ", token,
+             " is outside the vocabulary [0, ", c.vocab_size, ")");
+    VQ_CHECK(pos < c.seq_len, InvalidArgument, "Engine::step: position ", pos,
+             " reached the model's context length seq_len = ", c.seq_len);
+    const int64_t dim = c.dim, kv_dim = c.kv_dim(), hid = c.hidden_dim;
+    std::memcpy(x.data(), model->token_embedding() + static_cast<int64_t>(token) * dim,
+                sizeof(float) * static_cast<size_t>(dim));
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& lw = w[static_cast<size_t>(l)];
+      const bool pre = pre_rope[static_cast<size_t>(l)];
+      rmsnorm(xb.data(), x.data(), lw.rms_att, dim);
+      ConstVec xbv(xb.data(), dim);
+      MutVec(q.data(), dim).noalias() = ConstMat(lw.wq, dim, dim) * xbv;
+      MutVec(k.data(), kv_dim).noalias() = ConstMat(lw.wk, kv_dim, dim) * xbv;
+      MutVec(v.data(), kv_dim).noalias() = ConstMat(lw.wv, kv_dim, dim) * xbv;
+      rope(q.data(), Hq, pos);
+      if (!pre) rope(k.data(), Hkv, pos);
+      std::memcpy(qt.data(), q.data(), sizeof(float) * static_cast<size_t>(dim));
+      std::memcpy(kt.data(), k.data(), sizeof(float) * static_cast<size_t>(kv_dim));
+      std::memcpy(vt.data(), v.data(), sizeof(float) * static_cast<size_t>(kv_dim));
+      KVCache& cache = *caches[static_cast<size_t>(l)];
+      cache.update(kt, vt, &qt);
+      const KVView& view = cache.view();
+      for (int64_t kh = 0; kh < Hkv; ++kh) {
+        const HeadView& hv = view.at(0, kh);
+        const float* keys = keys_for_attention(hv, pre);
+        const float* self_k = nullptr;
+        const float* self_v = nullptr;
+        if (!opt.strict_view && !holds(hv, pos)) {  // dropped at once: still attend to itself
+          std::memcpy(kself.data(), k.data() + kh * D, sizeof(float) * static_cast<size_t>(D));
+          if (pre) rope(kself.data(), 1, pos);
+          self_k = kself.data();
+          self_v = v.data() + kh * D;
+        }
+        for (int64_t g = 0; g < G; ++g) {
+          const int64_t h = kh * G + g;
+          attend(q.data() + h * D, keys, hv.values, hv.n, self_k, self_v, att.data() + h * D);
+        }
+      }
+      MutVec(x.data(), dim).noalias() += ConstMat(lw.wo, dim, dim) * ConstVec(att.data(), dim);
+      rmsnorm(xb.data(), x.data(), lw.rms_ffn, dim);
+      MutVec(hb.data(), hid).noalias() = ConstMat(lw.w1, hid, dim) * ConstVec(xb.data(), dim);
+      MutVec(hb2.data(), hid).noalias() = ConstMat(lw.w3, hid, dim) * ConstVec(xb.data(), dim);
+      for (int64_t i = 0; i < hid; ++i)
+        hb[static_cast<size_t>(i)] = silu(hb[static_cast<size_t>(i)]) * hb2[static_cast<size_t>(i)];
+      MutVec(x.data(), dim).noalias() += ConstMat(lw.w2, dim, hid) * ConstVec(hb.data(), hid);
+    }
+    rmsnorm(x.data(), x.data(), model->rms_final(), dim);
+    MutVec(logits.data(), c.vocab_size).noalias() =
+        ConstMat(model->classifier(), c.vocab_size, dim) * ConstVec(x.data(), dim);
+    ++pos;
+    return logits.data();
+  }
+
+  const std::vector<float>& prefill(const std::vector<int32_t>& tokens, bool all_logits) {
+    const int64_t S = static_cast<int64_t>(tokens.size());
+    const int64_t dim = c.dim, kv_dim = c.kv_dim(), hid = c.hidden_dim, V = c.vocab_size;
+    VQ_CHECK(pos + S <= c.seq_len, InvalidArgument, "Engine::prefill: positions ", pos, "..",
+             pos + S - 1, " run past the model's context length seq_len = ", c.seq_len);
+    for (int32_t t : tokens)
+      VQ_CHECK(t >= 0 && t < V, InvalidArgument, "Engine::prefill: token ", t,
+               " is outside the vocabulary [0, ", V, ")");
+    plogits.clear();
+    if (S == 0) return plogits;
+    const int64_t pos0 = pos;
+    RowMatF X(S, dim), Xn(S, dim), Q(S, dim), K(S, kv_dim), Kr(S, kv_dim), Vv(S, kv_dim), A(S, dim),
+        H1(S, hid), H3(S, hid);
+    for (int64_t s = 0; s < S; ++s)
+      X.row(s) = ConstVec(model->token_embedding() +
+                              static_cast<int64_t>(tokens[static_cast<size_t>(s)]) * dim,
+                          dim)
+                     .transpose();
+    Tensor qT(1, Hq, S, D), kT(1, Hkv, S, D), vT(1, Hkv, S, D);
+    RowMatF Kall, Vall, P;
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      const LayerWeights& lw = w[static_cast<size_t>(l)];
+      const bool pre = pre_rope[static_cast<size_t>(l)];
+      for (int64_t s = 0; s < S; ++s) rmsnorm(Xn.row(s).data(), X.row(s).data(), lw.rms_att, dim);
+      Q.noalias() = Xn * ConstMat(lw.wq, dim, dim).transpose();
+      K.noalias() = Xn * ConstMat(lw.wk, kv_dim, dim).transpose();
+      Vv.noalias() = Xn * ConstMat(lw.wv, kv_dim, dim).transpose();
+      Kr = K;
+      for (int64_t s = 0; s < S; ++s) {
+        rope(Q.row(s).data(), Hq, pos0 + s);
+        rope(Kr.row(s).data(), Hkv, pos0 + s);
+      }
+      KVCache& cache = *caches[static_cast<size_t>(l)];
+      const KVView& view = cache.view();  // what was kept before this chunk
+      for (int64_t kh = 0; kh < Hkv; ++kh) {
+        HeadView hv;
+        if (!view.heads.empty()) hv = view.at(0, kh);
+        const int64_t n_old = hv.n, n = hv.n + S;
+        Kall.resize(n, D);
+        Vall.resize(n, D);
+        if (n_old > 0) {
+          Kall.topRows(n_old) = ConstMat(keys_for_attention(hv, pre), n_old, D);
+          Vall.topRows(n_old) = ConstMat(hv.values, n_old, D);
+        }
+        Kall.bottomRows(S) = Kr.middleCols(kh * D, D);
+        Vall.bottomRows(S) = Vv.middleCols(kh * D, D);
+        for (int64_t g = 0; g < G; ++g) {
+          const int64_t h = kh * G + g;
+          P.noalias() = Q.middleCols(h * D, D) * Kall.transpose();
+          P *= scale;
+          for (int64_t s = 0; s < S; ++s) {  // causal: chunk token s sees old rows + chunk 0..s
+            const int64_t valid = n_old + s + 1;
+            auto row = P.row(s).head(valid);
+            const float mx = row.maxCoeff();
+            row.array() = (row.array() - mx).exp();
+            row /= row.sum();
+            P.row(s).tail(n - valid).setZero();
+          }
+          A.middleCols(h * D, D).noalias() = P * Vall;
+        }
+      }
+      const RowMatF& Kstore = pre ? K : Kr;
+      for (int64_t s = 0; s < S; ++s) {
+        for (int64_t h = 0; h < Hkv; ++h) {
+          std::memcpy(kT.row(0, h, s), Kstore.row(s).data() + h * D,
+                      sizeof(float) * static_cast<size_t>(D));
+          std::memcpy(vT.row(0, h, s), Vv.row(s).data() + h * D,
+                      sizeof(float) * static_cast<size_t>(D));
+        }
+        for (int64_t h = 0; h < Hq; ++h)
+          std::memcpy(qT.row(0, h, s), Q.row(s).data() + h * D,
+                      sizeof(float) * static_cast<size_t>(D));
+      }
+      cache.update(kT, vT, &qT);
+      X.noalias() += A * ConstMat(lw.wo, dim, dim).transpose();
+      for (int64_t s = 0; s < S; ++s) rmsnorm(Xn.row(s).data(), X.row(s).data(), lw.rms_ffn, dim);
+      H1.noalias() = Xn * ConstMat(lw.w1, hid, dim).transpose();
+      H3.noalias() = Xn * ConstMat(lw.w3, hid, dim).transpose();
+      H1 = H1.unaryExpr([](float v) { return silu(v); }).cwiseProduct(H3);
+      X.noalias() += H1 * ConstMat(lw.w2, dim, hid).transpose();
+    }
+    const int64_t first = all_logits ? 0 : S - 1;
+    const int64_t rows = S - first;
+    plogits.resize(static_cast<size_t>(rows * V));
+    for (int64_t s = first; s < S; ++s) {
+      rmsnorm(Xn.row(s).data(), X.row(s).data(), model->rms_final(), dim);
+      MutVec(plogits.data() + (s - first) * V, V).noalias() =
+          ConstMat(model->classifier(), V, dim) * Xn.row(s).transpose();
+    }
+    pos += S;
+    return plogits;
+  }
+};
+
+Engine::Engine(const Model& model, const CacheConfig& cache, const EngineOptions& opt)
+    : impl_(std::make_unique<Impl>()) {
+  VQ_CHECK(!cache.method().empty(), InvalidArgument, "Engine: empty cache config (no method)");
+  impl_->cfg = cache;
+  init(model, opt);
+}
+
+void Engine::init(const Model& model, const EngineOptions& opt) {
+  Impl& m = *impl_;
+  m.model = &model;
+  m.opt = opt;
+  m.c = model.config();
+  VQ_CHECK(m.c.n_layers > 0, InvalidArgument, "Engine: the model is empty (not loaded)");
+  m.D = m.c.head_dim();
+  m.Hq = m.c.n_heads;
+  m.Hkv = m.c.n_kv_heads;
+  m.G = m.Hq / m.Hkv;
+  m.hd2 = m.D / 2;
+  m.scale = 1.0f / std::sqrt(static_cast<float>(m.D));
+  for (int64_t l = 0; l < m.c.n_layers; ++l) m.w.push_back(model.layer(l));
+  m.rope_cos.resize(static_cast<size_t>(m.c.seq_len * m.hd2));
+  m.rope_sin.resize(m.rope_cos.size());
+  for (int64_t p = 0; p < m.c.seq_len; ++p)
+    for (int64_t i = 0; i < m.hd2; ++i) {
+      const double freq =
+          std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(m.D));
+      const double a = static_cast<double>(p) * freq;
+      m.rope_cos[static_cast<size_t>(p * m.hd2 + i)] = static_cast<float>(std::cos(a));
+      m.rope_sin[static_cast<size_t>(p * m.hd2 + i)] = static_cast<float>(std::sin(a));
+    }
+  const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+  m.x.resize(sz(m.c.dim));
+  m.xb.resize(sz(m.c.dim));
+  m.q.resize(sz(m.c.dim));
+  m.k.resize(sz(m.c.kv_dim()));
+  m.v.resize(sz(m.c.kv_dim()));
+  m.att.resize(sz(m.c.dim));
+  m.hb.resize(sz(m.c.hidden_dim));
+  m.hb2.resize(sz(m.c.hidden_dim));
+  m.logits.resize(sz(m.c.vocab_size));
+  m.scores.resize(sz(m.c.seq_len + 1));
+  m.kself.resize(sz(m.D));
+  m.qt = Tensor(1, m.Hq, 1, m.D);
+  m.kt = Tensor(1, m.Hkv, 1, m.D);
+  m.vt = Tensor(1, m.Hkv, 1, m.D);
+  m.build();
+}
+
+Engine::Engine(const Model& model, const std::string& cache_spec, const EngineOptions& opt)
+    : Engine(model, CacheConfig::parse(cache_spec), opt) {}
+
+Engine::Engine(const Model& model, CacheFactory make_layer_cache, const EngineOptions& opt)
+    : impl_(std::make_unique<Impl>()) {
+  VQ_CHECK(static_cast<bool>(make_layer_cache), InvalidArgument,
+           "Engine: the cache factory is empty");
+  impl_->factory = std::move(make_layer_cache);
+  init(model, opt);
+}
+
+Engine::~Engine() = default;
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+
+const Model& Engine::model() const {
+  return *impl_->model;
+}
+const CacheConfig& Engine::cache_config() const {
+  return impl_->cfg;
+}
+const EngineOptions& Engine::options() const {
+  return impl_->opt;
+}
+void Engine::reset() {
+  impl_->build();
+}
+int64_t Engine::position() const {
+  return impl_->pos;
+}
+const float* Engine::step(int32_t token) {
+  return impl_->step(token);
+}
+const std::vector<float>& Engine::prefill(const std::vector<int32_t>& tokens, bool all_logits) {
+  return impl_->prefill(tokens, all_logits);
+}
+int64_t Engine::n_layers() const {
+  return impl_->c.n_layers;
+}
+
+const KVCache& Engine::cache(int64_t layer) const {
+  VQ_CHECK(layer >= 0 && layer < n_layers(), InvalidArgument, "Engine::cache: layer ", layer,
+           " is outside [0, ", n_layers(), ")");
+  return *impl_->caches[static_cast<size_t>(layer)];
+}
+
+CacheStats Engine::stats() const {
+  CacheStats total;
+  for (size_t l = 0; l < impl_->caches.size(); ++l) {
+    const CacheStats s = impl_->caches[l]->stats();
+    if (l == 0) {
+      total.tokens_seen = s.tokens_seen;
+      total.tokens_kept = s.tokens_kept;
+    }
+    total.kept_bytes += s.kept_bytes;
+    total.full_seq_bytes += s.full_seq_bytes;
+  }
+  total.compression_ratio = total.kept_bytes > 0 ? total.full_seq_bytes / total.kept_bytes : 1.0;
+  return total;
+}
+
+int32_t argmax(const float* logits, int64_t n) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+std::vector<int32_t> generate(Engine& engine, const std::vector<int32_t>& prompt,
+                              const GenerateOptions& opt,
+                              const std::function<void(int32_t, int32_t)>& on_token) {
+  VQ_CHECK(!prompt.empty(), InvalidArgument,
+           "generate: the prompt is empty (it should start with BOS)");
+  VQ_CHECK(opt.steps >= 0, InvalidArgument, "generate: steps = ", opt.steps, " must be >= 0");
+  VQ_CHECK(opt.temperature >= 0 && std::isfinite(opt.temperature), InvalidArgument,
+           "generate: temperature = ", opt.temperature, " must be finite and >= 0");
+  const ModelConfig& c = engine.model().config();
+  const int64_t V = c.vocab_size;
+  std::vector<int32_t> out;
+  const float* logits = engine.prefill(prompt, false).data();
+  Rng rng(opt.seed);
+  std::vector<double> p(static_cast<size_t>(V));
+  int32_t prev = prompt.back();
+  while (static_cast<int64_t>(out.size()) < opt.steps) {
+    int32_t next;
+    if (opt.temperature <= 0) {
+      next = argmax(logits, V);
+    } else {
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < V; ++i)
+        mx = std::max(mx, static_cast<double>(logits[i]) / opt.temperature);
+      double sum = 0;
+      for (int64_t i = 0; i < V; ++i) {
+        p[static_cast<size_t>(i)] = std::exp(static_cast<double>(logits[i]) / opt.temperature - mx);
+        sum += p[static_cast<size_t>(i)];
+      }
+      const double u = rng.uniform() * sum;
+      double acc = 0;
+      next = static_cast<int32_t>(V - 1);
+      for (int64_t i = 0; i < V; ++i) {
+        acc += p[static_cast<size_t>(i)];
+        if (u < acc) {
+          next = static_cast<int32_t>(i);
+          break;
+        }
+      }
+    }
+    if (opt.stop_at_bos && (next == Tokenizer::kBos || next == Tokenizer::kEos)) break;
+    out.push_back(next);
+    if (on_token) on_token(prev, next);
+    prev = next;
+    if (static_cast<int64_t>(out.size()) >= opt.steps || engine.position() >= c.seq_len) break;
+    logits = engine.step(next);
+  }
+  return out;
+}
+
+}  // namespace vq

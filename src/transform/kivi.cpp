@@ -1,0 +1,227 @@
+// `kivi`: KIVI's tuning-free asymmetric quantization. Per (batch, head):
+//   - keys are quantized per channel: each channel over a group of `group` tokens;
+//   - values are quantized per token: each token in groups of `group` channels;
+// both at `bits` bits (affine min/max, fp32 min and scale per quantization group). The most recent
+// tokens stay at fp16: a group of `group` tokens is quantized only once `residual + group` tokens
+// are unquantized, so at least the last `residual` tokens (and fewer than residual + group) are
+// always held exactly at fp16. Inputs are rounded to fp16 first (KIVI quantizes an fp16 cache).
+// Codes are Huffman coded like kvtc's; every stored byte is counted (docs/methods.md).
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "core/options.hpp"
+#include "transform/family_coders.hpp"
+#include "veloxquant/codec.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace vq {
+
+namespace {
+
+struct KiviSettings {
+  int bits = 2;
+  int64_t group = 32;
+  int64_t residual = 128;
+  KiviSettings() = default;
+  explicit KiviSettings(const CacheConfig& c)
+      : bits(static_cast<int>(c.get_int("bits"))),
+        group(c.get_int("group")),
+        residual(c.get_int("residual")) {}
+  /// Tokens quantized once n tokens have arrived.
+  int64_t quantized(int64_t n) const {
+    return n <= residual ? 0 : (n - residual) / group * group;
+  }
+};
+
+void round_rows_fp16(const float* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = round_to_fp16(src[i]);
+}
+
+class KiviCache final : public KVCache {
+ public:
+  KiviCache(CacheConfig config, CacheContext ctx)
+      : KVCache(std::move(config), ctx), s_(this->config()) {}
+
+  CacheStats stats() const override {
+    CacheStats st = KVCache::stats();
+    ByteBreakdown all;
+    int64_t fixed = 0;
+    for (const Stream& s : streams_) {
+      all += s.sec.breakdown;
+      fixed += s.sec.fixed_width_payload;
+      all.raw += (offset() - s.n_quant) * head_dim() * 2;
+    }
+    const double total = static_cast<double>(all.total());
+    st.kept_bytes = total;
+    st.compression_ratio = total > 0 ? st.full_seq_bytes / total : 1.0;
+    const int64_t quant = streams_.empty() ? 0 : streams_[0].n_quant;
+    st.extra = {
+        {"kvtc_bytes", total},
+        {"pre_entropy_bytes",
+         total - static_cast<double>(all.payload + all.table) + static_cast<double>(fixed)},
+        {"full_seq_bytes", st.full_seq_bytes},
+        {"compression_ratio", st.compression_ratio},
+        {"params_bytes", static_cast<double>(all.params)},
+        {"payload_bytes", static_cast<double>(all.payload)},
+        {"table_bytes", static_cast<double>(all.table)},
+        {"raw_bytes", static_cast<double>(all.raw)},
+        {"raw_tokens", static_cast<double>(offset() - quant)},
+        {"encoded_tokens", static_cast<double>(quant)},
+    };
+    return st;
+  }
+
+ protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    heads_.assign(static_cast<size_t>(B * H), HeadBuf{});
+    streams_.clear();
+    streams_.resize(static_cast<size_t>(B * H * 2));
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      const bool keys = i % 2 == 0;
+      streams_[i].enc = std::make_unique<transform::KiviRowCoder>(head_dim(), keys, s_.bits, s_.group);
+      streams_[i].dec = std::make_unique<transform::KiviRowCoder>(head_dim(), keys, s_.bits, s_.group);
+      streams_[i].sec.head = static_cast<int64_t>(i / 2) % H;
+    }
+  }
+
+  void do_update(const Tensor& keys, const Tensor& values, const Tensor*) override {
+    const int64_t B = batch(), H = kv_heads(), D = head_dim(), S = keys.S();
+    const int64_t n_old = offset(), n_new = n_old + S;
+    positions_.resize(static_cast<size_t>(n_new));
+    for (int64_t i = n_old; i < n_new; ++i) positions_[static_cast<size_t>(i)] = i;
+    const int64_t q = s_.quantized(n_new);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        HeadBuf& hb = heads_[static_cast<size_t>(b * H + h)];
+        for (int kv = 0; kv < 2; ++kv) {
+          std::vector<float>& buf = kv == 0 ? hb.k : hb.v;
+          buf.resize(static_cast<size_t>(n_new * D));
+          const float* src = (kv == 0 ? keys : values).head(b, h);
+          round_rows_fp16(src, buf.data() + n_old * D, S * D);
+          Stream& st = streams_[static_cast<size_t>((b * H + h) * 2 + kv)];
+          while (st.n_quant < q) {
+            float* rows = buf.data() + st.n_quant * D;
+            st.enc->encode_chunk(rows, s_.group, st.sec);
+            coding::ByteReader r(st.sec.bytes.data(), st.sec.bytes.size(), st.read_pos);
+            const int64_t got = st.dec->decode_chunk(r, s_.group, rows);
+            VQ_CHECK(got == s_.group && r.at_end(), FormatError, "kivi: chunk round trip failed");
+            st.read_pos = r.pos();
+            st.n_quant += s_.group;
+          }
+        }
+      }
+    for (size_t i = 0; i < heads_.size(); ++i) {
+      HeadView& hv = view_.heads[i];
+      hv.keys = heads_[i].k.data();
+      hv.values = heads_[i].v.data();
+      hv.positions = positions_.data();
+      hv.n = n_new;
+    }
+  }
+
+ private:
+  struct Stream {
+    std::unique_ptr<transform::RowCoder> enc, dec;
+    EncodedSection sec;
+    size_t read_pos = 0;
+    int64_t n_quant = 0;
+  };
+  struct HeadBuf {
+    std::vector<float> k, v;
+  };
+  KiviSettings s_;
+  std::vector<Stream> streams_;  // index (b * H + h) * 2 + kv
+  std::vector<HeadBuf> heads_;
+  std::vector<int64_t> positions_;
+};
+
+/// One section per head: the quantized groups as KIVI chunks of `group` tokens, then (when any
+/// remain) one fp16 chunk holding the last S - quantized(S) tokens.
+class KiviCodec final : public BlockCodec {
+ public:
+  KiviCodec(CacheConfig config, int64_t head_dim)
+      : BlockCodec(std::move(config), head_dim),
+        s_(this->config()),
+        keys_(this->config().get_string("kind") == "k") {}
+
+  bool heads_coupled() const override { return false; }
+
+  EncodedBlock encode(const float* x, int64_t H, int64_t S) const override {
+    const int64_t D = head_dim();
+    VQ_CHECK(H >= 1 && S >= 0, InvalidArgument, "kivi codec: block [H = ", H, ", S = ", S,
+             "] needs H >= 1 and S >= 0");
+    for (int64_t i = 0; i < H * S * D; ++i)
+      VQ_CHECK(std::isfinite(x[i]), InvalidArgument, "kivi codec: value ", i, " is NaN or Inf");
+    EncodedBlock blk;
+    blk.H = H;
+    blk.S = S;
+    blk.D = D;
+    const int64_t q = s_.quantized(S);
+    std::vector<float> rows(static_cast<size_t>(S * D));
+    for (int64_t h = 0; h < H; ++h) {
+      EncodedSection sec;
+      sec.head = h;
+      round_rows_fp16(x + h * S * D, rows.data(), S * D);
+      transform::KiviRowCoder enc(D, keys_, s_.bits, s_.group);
+      for (int64_t t = 0; t < q; t += s_.group) enc.encode_chunk(rows.data() + t * D, s_.group, sec);
+      if (S > q) transform::Fp16RowCoder(D).encode_chunk(rows.data() + q * D, S - q, sec);
+      blk.sections.push_back(std::move(sec));
+    }
+    return blk;
+  }
+
+  void decode(const EncodedBlock& block, float* out) const override {
+    check_block_layout(block);
+    const int64_t D = head_dim(), S = block.S;
+    const int64_t q = s_.quantized(S);
+    for (int64_t h = 0; h < block.H; ++h) {
+      const EncodedSection& sec = block.sections[static_cast<size_t>(h)];
+      coding::ByteReader in(sec.bytes.data(), sec.bytes.size());
+      float* rows = out + h * S * D;
+      transform::KiviRowCoder dec(D, keys_, s_.bits, s_.group);
+      for (int64_t t = 0; t < q; t += s_.group) {
+        const int64_t n = dec.decode_chunk(in, s_.group, rows + t * D);
+        VQ_CHECK(n == s_.group, FormatError, "kivi section ", h, ": a chunk holds ", n,
+                 " tokens; expected ", s_.group);
+      }
+      if (S > q) {
+        const int64_t n = transform::Fp16RowCoder(D).decode_chunk(in, S - q, rows + q * D);
+        VQ_CHECK(n == S - q, FormatError, "kivi section ", h, ": the fp16 window holds ", n,
+                 " tokens; expected ", S - q);
+      }
+      VQ_CHECK(in.at_end(), FormatError, "kivi section ", h, ": ", in.remaining(),
+               " trailing bytes");
+    }
+  }
+
+ private:
+  KiviSettings s_;
+  bool keys_;
+};
+
+}  // namespace
+
+MethodInfo kivi_method_info() {
+  MethodInfo m;
+  m.id = "kivi";
+  m.family = Family::Transform;
+  m.description = "2-bit asymmetric quantization: keys per channel, values per token, groups of "
+                  "32; the last 128 tokens at fp16";
+  m.options = {
+      opt_int("bits", 2, 1, 8, "bits per quantized value"),
+      opt_int("group", 32, 1, 1 << 16,
+              "quantization group: tokens per key channel group, channels per value token group"),
+      opt_int("residual", 128, 0, 1 << 20, "most recent tokens always kept at fp16"),
+      transform::kind_option(),
+  };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<KiviCache>(c, ctx);
+  };
+  m.make_codec = [](const CacheConfig& c, int64_t head_dim) -> std::unique_ptr<BlockCodec> {
+    return std::make_unique<KiviCodec>(c, head_dim);
+  };
+  return m;
+}
+
+}  // namespace vq

@@ -1,0 +1,226 @@
+#include "transform/pca_coder.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "coding/bit_allocation.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace vq::transform {
+
+namespace {
+
+constexpr uint8_t kPcaFormatV1 = 1;
+
+using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+}  // namespace
+
+const char* alloc_rule_name(AllocRule r) {
+  switch (r) {
+    case AllocRule::Dp: return "dp";
+    case AllocRule::Waterfill: return "waterfill";
+    case AllocRule::Uniform: return "uniform";
+    case AllocRule::Split: return "split";
+  }
+  return "?";
+}
+
+std::vector<int> allocate_bits(const std::vector<double>& variances, const PcaSettings& s) {
+  const int64_t r = static_cast<int64_t>(variances.size());
+  switch (s.rule) {
+    case AllocRule::Dp:
+      return coding::dp_allocate_bits(variances, s.bit_budget, s.bit_choices, s.beta);
+    case AllocRule::Waterfill:
+      return coding::waterfill_allocate_bits(variances, s.bit_budget, s.bit_choices, s.beta);
+    case AllocRule::Uniform:
+      return coding::uniform_allocate_bits(r, s.bit_budget, coding::kMaxQuantBits);
+    case AllocRule::Split:
+      return coding::split_allocate_bits(r, s.bit_budget, coding::kMaxQuantBits);
+  }
+  return {};
+}
+
+PcaModel fit_pca_model(const float* X, int64_t n, int64_t D, const PcaSettings& s) {
+  VQ_CHECK(n >= 1 && D >= 1, InvalidArgument, "fit_pca_model: n = ", n, ", D = ", D,
+           " must both be >= 1");
+  PcaModel m;
+  m.D = D;
+  Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> Xf(X, n, D);
+  const Eigen::RowVectorXd mu = Xf.cast<double>().colwise().sum() / static_cast<double>(n);
+  // The mean the decoder will add back is the fp32 one: center with exactly that.
+  m.mean.resize(static_cast<size_t>(D));
+  for (int64_t d = 0; d < D; ++d) m.mean[static_cast<size_t>(d)] = static_cast<float>(mu(d));
+  const Eigen::Map<const Eigen::RowVectorXf> meanf(m.mean.data(), D);
+  const RowMatD Xc = (Xf.rowwise() - meanf).cast<double>();
+  Eigen::MatrixXd C = Eigen::MatrixXd::Zero(D, D);
+  C.selfadjointView<Eigen::Lower>().rankUpdate(Xc.transpose(), 1.0 / static_cast<double>(n));
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es;
+  es.compute(C);  // reads the lower triangle only
+  VQ_CHECK(es.info() == Eigen::Success, InvalidArgument,
+           "fit_pca_model: the eigensolver did not converge (D = ", D, ", n = ", n, ")");
+  const int64_t r = std::min(n, D);
+  m.variances.resize(static_cast<size_t>(r));
+  for (int64_t j = 0; j < r; ++j)  // eigenvalues come ascending: take them from the top
+    m.variances[static_cast<size_t>(j)] = std::max(es.eigenvalues()(D - 1 - j), 0.0);
+  m.bits = allocate_bits(m.variances, s);
+  for (int64_t j = 0; j < r; ++j) {
+    const int b = m.bits[static_cast<size_t>(j)];
+    if (b == 0) continue;
+    Eigen::VectorXd v = es.eigenvectors().col(D - 1 - j);
+    // Deterministic sign: the entry of largest magnitude (first on ties) is positive.
+    Eigen::Index arg = 0;
+    v.cwiseAbs().maxCoeff(&arg);
+    if (v(arg) < 0) v = -v;
+    for (int64_t d = 0; d < D; ++d) m.basis.push_back(static_cast<float>(v(d)));
+    m.kept_bits.push_back(b);
+  }
+  return m;
+}
+
+PcaRowCoder::PcaRowCoder(int64_t D, PcaSettings settings)
+    : RowCoder(D), settings_(std::move(settings)) {}
+
+void PcaRowCoder::set_model(PcaModel m) {
+  model_ = std::move(m);
+  const int64_t k = model_.kept();
+  order_.resize(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) order_[static_cast<size_t>(j)] = j;
+  std::stable_sort(order_.begin(), order_.end(), [&](int64_t a, int64_t b) {
+    return model_.kept_bits[static_cast<size_t>(a)] < model_.kept_bits[static_cast<size_t>(b)];
+  });
+  slot_.assign(static_cast<size_t>(k), 0);
+  groups_.clear();
+  for (int64_t p = 0; p < k; ++p) {
+    const int64_t j = order_[static_cast<size_t>(p)];
+    slot_[static_cast<size_t>(j)] = p;
+    const int w = model_.kept_bits[static_cast<size_t>(j)];
+    if (groups_.empty() || groups_.back().width != w) groups_.push_back(Group{w, p, 0});
+    ++groups_.back().count;
+  }
+  params_.resize(static_cast<size_t>(k));
+  fitted_ = true;
+}
+
+void PcaRowCoder::fit(const float* rows, int64_t n, EncodedSection& sec) {
+  assert(!fitted_);
+  const int64_t D = width();
+  PcaModel m = fit_pca_model(rows, n, D, settings_);
+  auto& out = sec.bytes;
+  const size_t start = out.size();
+  coding::put_u8(out, kPcaFormatV1);
+  coding::put_varint(out, static_cast<uint64_t>(D));
+  coding::put_varint(out, static_cast<uint64_t>(m.kept()));
+  for (int b : m.kept_bits) coding::put_u8(out, static_cast<uint8_t>(b));
+  const size_t params_end = out.size();
+  coding::put_f32(out, m.mean.data(), m.mean.size());
+  coding::put_f32(out, m.basis.data(), m.basis.size());
+  sec.breakdown.params += static_cast<int64_t>(params_end - start);
+  sec.breakdown.basis += static_cast<int64_t>(out.size() - params_end);
+  set_model(std::move(m));
+}
+
+void PcaRowCoder::read_header(coding::ByteReader& in) {
+  const int64_t D = width();
+  const uint8_t format = in.u8("kvtc section format");
+  VQ_CHECK(format == kPcaFormatV1, FormatError, "kvtc section: unknown format ", int(format),
+           " (this build reads format ", int(kPcaFormatV1), ")");
+  const uint64_t d = in.varint("kvtc section head_dim", UINT64_MAX);
+  VQ_CHECK(d == static_cast<uint64_t>(D), FormatError, "kvtc section: head_dim ", d,
+           " does not match the block's head_dim ", D);
+  const int64_t k = static_cast<int64_t>(in.varint("kvtc section component count",
+                                                   static_cast<uint64_t>(D)));
+  PcaModel m;
+  m.D = D;
+  in.need(static_cast<size_t>(k), "kvtc section bit widths");
+  for (int64_t j = 0; j < k; ++j) {
+    const uint8_t b = in.u8("kvtc section bit width");
+    VQ_CHECK(b >= 1 && b <= coding::kMaxQuantBits, FormatError, "kvtc section: component ", j,
+             " has bit width ", int(b), "; allowed [1, ", coding::kMaxQuantBits, "]");
+    m.kept_bits.push_back(b);
+  }
+  m.mean.resize(static_cast<size_t>(D));
+  in.f32(m.mean.data(), m.mean.size(), "kvtc section mean");
+  m.basis.resize(static_cast<size_t>(k * D));
+  in.f32(m.basis.data(), m.basis.size(), "kvtc section basis");
+  set_model(std::move(m));
+}
+
+void PcaRowCoder::ensure_scratch(int64_t n) {
+  const int64_t D = width(), k = model_.kept();
+  if (static_cast<int64_t>(xc_.size()) < n * D) xc_.resize(static_cast<size_t>(n * D));
+  if (static_cast<int64_t>(lat_.size()) < n * k) lat_.resize(static_cast<size_t>(n * k));
+  if (static_cast<int64_t>(codes_.size()) < n * k) codes_.resize(static_cast<size_t>(n * k));
+}
+
+void PcaRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& sec) {
+  assert(fitted_ && n >= 1);
+  const int64_t D = width(), k = model_.kept();
+  ensure_scratch(n);
+  auto& out = sec.bytes;
+  const size_t start = out.size();
+  coding::put_varint(out, static_cast<uint64_t>(n));
+  if (k > 0) {
+    Eigen::Map<const RowMatF> X(rows, n, D);
+    Eigen::Map<RowMatF> Xc(xc_.data(), n, D);
+    const Eigen::Map<const Eigen::RowVectorXf> mean(model_.mean.data(), D);
+    Xc = X.rowwise() - mean;
+    const Eigen::Map<const RowMatF> B(model_.basis.data(), k, D);
+    Eigen::Map<RowMatF> L(lat_.data(), k, n);
+    L.noalias() = B * Xc.transpose();
+    for (int64_t j = 0; j < k; ++j) {
+      const int b = model_.kept_bits[static_cast<size_t>(j)];
+      const float* lj = lat_.data() + j * n;
+      const coding::AffineParams p = coding::fit_affine(lj, n, b);
+      params_[static_cast<size_t>(j)] = p;
+      coding::quantize_affine(lj, n, p, b, codes_.data() + slot_[static_cast<size_t>(j)] * n);
+      coding::put_f32(out, &p.min, 1);
+      coding::put_f32(out, &p.scale, 1);
+    }
+  }
+  sec.breakdown.params += static_cast<int64_t>(out.size() - start);
+  for (const Group& g : groups_) {
+    const coding::StreamSizes sz =
+        enc_.encode(codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width, out);
+    sec.breakdown.table += sz.overhead;
+    sec.breakdown.payload += sz.payload;
+    sec.fixed_width_payload += sz.fixed_width_payload;
+  }
+}
+
+int64_t PcaRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, float* rows) {
+  VQ_CHECK(fitted_, FormatError, "kvtc section: chunk before header");
+  const int64_t D = width(), k = model_.kept();
+  const int64_t n = static_cast<int64_t>(in.varint("kvtc chunk token count",
+                                                   static_cast<uint64_t>(max_rows)));
+  VQ_CHECK(n >= 1, FormatError, "kvtc chunk: token count 0");
+  ensure_scratch(n);
+  Eigen::Map<RowMatF> out(rows, n, D);
+  const Eigen::Map<const Eigen::RowVectorXf> mean(model_.mean.data(), D);
+  if (k == 0) {
+    out.rowwise() = mean;
+    return n;
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    float mp[2];
+    in.f32(mp, 2, "kvtc chunk quantizer params");
+    VQ_CHECK(mp[1] > 0.0f, FormatError, "kvtc chunk: component ", j, " has scale ", mp[1],
+             "; must be > 0");
+    params_[static_cast<size_t>(j)] = coding::AffineParams{mp[0], mp[1]};
+  }
+  for (const Group& g : groups_)
+    dec_.decode(in, codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width);
+  for (int64_t j = 0; j < k; ++j)
+    coding::dequantize_affine(codes_.data() + slot_[static_cast<size_t>(j)] * n, n,
+                              params_[static_cast<size_t>(j)], lat_.data() + j * n);
+  const Eigen::Map<const RowMatF> B(model_.basis.data(), k, D);
+  const Eigen::Map<const RowMatF> L(lat_.data(), k, n);
+  out.noalias() = L.transpose() * B;
+  out.rowwise() += mean;
+  VQ_CHECK(out.allFinite(), FormatError,
+           "kvtc chunk: decoded values are not finite (corrupt parameters or basis)");
+  return n;
+}
+
+}  // namespace vq::transform

@@ -1,0 +1,93 @@
+// The shared cache machinery of the transform family (kvtc, uniform, svdq_split, q8_0, q4_0).
+//
+// Keys and values are coded as independent streams: one per (batch, head) and K/V, or, for
+// heads-coupled formats, one per batch and K/V whose rows are a token's values across all heads.
+// Every token is kept (positions 0..offset-1); what changes is how it is stored:
+//   1. New rows wait raw in a window, stored (and counted) at fp16.
+//   2. A fitting coder (PCA) fits once, when fit_tokens rows have arrived, on all of them, and is
+//      then frozen; those rows are encoded right away in chunks of at most chunk_tokens, split
+//      evenly. Coders without a fit start at once.
+//   3. After that, each time chunk_tokens rows are waiting they are encoded as one chunk.
+// Each chunk is decoded once, from its stored bytes, by a decoder rebuilt from the stored header,
+// into a per-head fp32 buffer that view() exposes; raw rows appear there fp16-rounded. So the cost
+// per token is constant (no re-encoding of history) and the view is exactly what a reader of the
+// stored bytes would get.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "transform/row_coder.hpp"
+#include "veloxquant/cache.hpp"
+
+namespace vq::transform {
+
+using CoderFactory = std::function<std::unique_ptr<RowCoder>(int64_t width)>;
+
+struct TransformSettings {
+  int64_t chunk_tokens = 128;  ///< rows per chunk once fitted (>= 1)
+  int64_t fit_tokens = 1;      ///< rows collected before a fitting coder fits (>= 1)
+  bool coupled = false;        ///< one stream spans every head of a batch row (W = H * D)
+};
+
+/// Sizes of `n` rows split evenly into chunks of at most `chunk` rows.
+std::vector<int64_t> even_chunks(int64_t n, int64_t chunk);
+
+class TransformCache final : public KVCache {
+ public:
+  TransformCache(CacheConfig config, CacheContext ctx, TransformSettings settings,
+                 CoderFactory factory);
+
+  /// Byte accounting: kept_bytes is the realized total (stored sections + raw window at fp16).
+  /// extra: kvtc_bytes, pre_entropy_bytes, entropy_coding_gain, full_seq_bytes,
+  /// compression_ratio, each also with _k / _v; basis_bytes, params_bytes, payload_bytes,
+  /// table_bytes, raw_bytes, raw_tokens, encoded_tokens, fitted.
+  CacheStats stats() const override;
+
+  const TransformSettings& settings() const { return settings_; }
+  /// The encoder of one stream (nullptr before the first update). kv: 0 = keys, 1 = values.
+  /// Coupled caches have one stream per batch: h is ignored.
+  const RowCoder* encoder(int64_t b, int64_t h, int kv) const { return stream(b, h, kv).enc.get(); }
+  /// The bytes stored so far for one stream (header + chunks; raw rows are not in it).
+  const EncodedSection& section(int64_t b, int64_t h, int kv) const { return stream(b, h, kv).sec; }
+  bool fitted(int64_t b, int64_t h, int kv) const { return stream(b, h, kv).fitted; }
+  int64_t raw_tokens(int64_t b, int64_t h, int kv) const { return stream(b, h, kv).n_pending; }
+
+ protected:
+  void do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) override;
+  void on_shape_known(int64_t B, int64_t H) override;
+
+ private:
+  struct Stream {
+    std::unique_ptr<RowCoder> enc;  // fits and encodes
+    std::unique_ptr<RowCoder> dec;  // rebuilt from the stored header; decodes every chunk
+    EncodedSection sec;
+    size_t read_pos = 0;            // decoder position in sec.bytes
+    std::vector<float> pending;     // [n_pending, W] raw rows (fp16 values once stored)
+    int64_t n_pending = 0;
+    int64_t n_rounded = 0;          // leading pending rows already rounded to fp16
+    int64_t n_encoded = 0;
+    bool fitted = false;
+    int64_t b = 0, h = 0;           // first head covered
+    int kv = 0;
+  };
+  struct HeadBuf {
+    std::vector<float> k, v;  // [n, D]
+  };
+
+  const Stream& stream(int64_t b, int64_t h, int kv) const;
+  int64_t width() const;
+  void process(Stream& st);
+  void encode_rows(Stream& st, int64_t first, int64_t n);
+  void refresh_view();
+
+  TransformSettings settings_;
+  CoderFactory factory_;
+  std::vector<Stream> streams_;
+  std::vector<HeadBuf> heads_;          // index b * H + h
+  std::vector<int64_t> positions_;      // 0..n-1, shared by every head
+  std::vector<float> decoded_;          // scratch [chunk, W]
+};
+
+}  // namespace vq::transform

@@ -1,0 +1,74 @@
+// svdq: the (8,4,2,1,1,0,0,0) schedule over 8 equal groups of key latents, values exact at fp16.
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+#include "transform/family_coders.hpp"
+#include "transform/transform_cache.hpp"
+#include "veloxquant/cache.hpp"
+#include "veloxquant/codec.hpp"
+
+namespace {
+
+constexpr int64_t kD = 16;
+
+TEST(SvdqTransform, ScheduleRule) {
+  const std::vector<int> sched = {8, 4, 2, 1, 1, 0, 0, 0};
+  EXPECT_EQ(vq::transform::svdq_schedule_bits(16, 16, sched),
+            (std::vector<int>{8, 8, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+  // A rank-deficient fit (r = 5 < D = 16) keeps the slots of the first components.
+  EXPECT_EQ(vq::transform::svdq_schedule_bits(5, 16, sched), (std::vector<int>{8, 8, 4, 4, 2}));
+}
+
+TEST(SvdqTransform, CacheAppliesScheduleToKeysAndKeepsValuesAtFp16) {
+  auto cache = vq::make_cache(vq::CacheConfig::parse("svdq"), kD);
+  const auto K = vqtest::random_tensor(1, 2, 256, kD, 21);
+  const auto V = vqtest::random_tensor(1, 2, 256, kD, 22);
+  cache->update(K, V);
+  auto* tc = dynamic_cast<vq::transform::TransformCache*>(cache.get());
+  ASSERT_NE(tc, nullptr);
+  for (int64_t h = 0; h < 2; ++h) {
+    auto* kc = dynamic_cast<const vq::transform::FixedRulePcaCoder*>(tc->encoder(0, h, 0));
+    ASSERT_NE(kc, nullptr) << "keys must get the PCA coder";
+    EXPECT_EQ(kc->bits(), (std::vector<int>{8, 8, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
+    // The stored header carries the 10 surviving widths.
+    const auto& kb = tc->section(0, h, 0).bytes;
+    ASSERT_GT(kb.size(), 13u);
+    EXPECT_EQ(kb[1], kD);
+    EXPECT_EQ(kb[2], 10);
+    EXPECT_EQ(std::vector<int>(kb.begin() + 3, kb.begin() + 13),
+              (std::vector<int>{8, 8, 4, 4, 2, 2, 1, 1, 1, 1}));
+    EXPECT_NE(dynamic_cast<const vq::transform::Fp16RowCoder*>(tc->encoder(0, h, 1)), nullptr)
+        << "values must be stored at fp16";
+    // Two chunks of 128 tokens: varint(128) (2 bytes) + 128 * 16 fp16 values each.
+    EXPECT_EQ(tc->section(0, h, 1).bytes.size(), 2u * (2 + 128 * kD * 2));
+  }
+  const auto r = cache->fetch();
+  double kerr = 0, kenergy = 0;
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t s = 0; s < 256; ++s)
+      for (int64_t d = 0; d < kD; ++d) {
+        EXPECT_EQ(r.values.at(0, h, s, d), vq::round_to_fp16(V.at(0, h, s, d)));
+        const double e = r.keys.at(0, h, s, d) - K.at(0, h, s, d);
+        kerr += e * e;
+        kenergy += static_cast<double>(K.at(0, h, s, d)) * K.at(0, h, s, d);
+      }
+  // Keys are lossy (6 of 16 components dropped) but keep most of the energy.
+  EXPECT_GT(kerr / kenergy, 1e-4);
+  EXPECT_LT(kerr / kenergy, 0.2);
+  EXPECT_GT(cache->stats().compression_ratio, 1.0);
+}
+
+TEST(SvdqTransform, CodecKindAndScheduleOption) {
+  const auto V = vqtest::random_tensor(1, 2, 40, kD, 23);
+  auto vc = vq::make_codec("svdq:kind=v", kD);
+  const auto y = vc->decode(vc->encode(V));
+  for (int64_t i = 0; i < V.numel(); ++i) EXPECT_EQ(y.data()[i], vq::round_to_fp16(V.data()[i]));
+  // schedule=8,0: the top half of the components at 8 bits, the rest dropped.
+  auto kc = vq::make_codec("svdq:schedule=8,0", kD);
+  const auto blk = kc->encode(V);
+  EXPECT_EQ(blk.sections[0].bytes[2], kD / 2);
+  for (int64_t j = 0; j < kD / 2; ++j) EXPECT_EQ(blk.sections[0].bytes[3 + j], 8);
+  EXPECT_THROW(vq::make_codec("svdq:schedule=9", kD), vq::InvalidArgument);
+}
+
+}  // namespace

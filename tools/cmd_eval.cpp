@@ -1,0 +1,214 @@
+// `veloxquant eval`: fidelity of KV-cache methods against `full` on a real model. With no
+// arguments it runs the default comparison on stories260K + tok512 over the start of
+// tinystories-val.txt (files found in $VQ_MODELS_DIR or ../shared/models).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <system_error>
+
+#include "cli_util.hpp"
+#include "eval/fidelity.hpp"
+#include "model_cli.hpp"
+#include "veloxquant/model.hpp"
+
+namespace vqcli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Default text tokens: 8 windows of stories260K's context (about 10 s for the default methods
+/// on one core).
+constexpr int64_t kDefaultMaxTokens = 8 * 511;
+
+nlohmann::json to_json(const vq::eval::MethodResult& r) {
+  return {{"spec", r.spec},
+          {"predicted_tokens", r.predicted},
+          {"nll_sum", r.nll_sum},
+          {"perplexity", r.perplexity},
+          {"ppl_delta", r.ppl_delta},
+          {"ppl_delta_rel", r.ppl_delta_rel},
+          {"kl_mean", r.kl_mean},
+          {"kl_max", r.kl_max},
+          {"top1_agreement", r.top1_agreement},
+          {"bytes_per_token", r.bytes_per_token},
+          {"bytes_per_token_final", r.bytes_per_token_final},
+          {"fp16_bytes_per_token", r.fp16_bytes_per_token},
+          {"compression_ratio", r.compression_ratio},
+          {"compression_ratio_final", r.compression_ratio_final},
+          {"tokens_processed", r.tokens_processed},
+          {"seconds", r.seconds},
+          {"tokens_per_s", r.tokens_per_s}};
+}
+
+std::vector<std::string> split_methods(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(';', start);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(start, end - start);
+    const size_t a = item.find_first_not_of(" \t\n");
+    const size_t b = item.find_last_not_of(" \t\n");
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+// scripts/plot_eval.py next to the project root: the current directory or two levels above the
+// executable (<root>/<build>/bin/veloxquant).
+std::string find_plot_script() {
+  std::error_code ec;
+  std::vector<fs::path> roots{fs::current_path(ec)};
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path().parent_path().parent_path());
+  for (const auto& r : roots) {
+    const fs::path p = r / "scripts" / "plot_eval.py";
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  VQ_THROW(vq::IoError,
+           "--plot: scripts/plot_eval.py not found under the current directory or "
+           "the project root above the executable");
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app, Globals& g) {
+  auto* cmd = app.add_subcommand(
+      "eval",
+      "Fidelity of KV-cache methods against the full cache on a real model: KL, top-1 agreement, "
+      "perplexity, bytes held per token, speed. With no options: stories260K + tok512 on "
+      "tinystories-val.txt with the default method set");
+  struct Opts {
+    std::string model, tokenizer, text, methods, json, plot;
+    int64_t max_tokens = kDefaultMaxTokens, prefill = 0;
+    uint64_t seed = 0;
+    bool strict_view = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model", o->model, "llama2.c checkpoint (default: stories260K.bin)");
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.bin (default: matches the model)");
+  cmd->add_option("--text", o->text, "evaluation text (default: tinystories-val.txt)");
+  cmd->add_option("--methods", o->methods,
+                  "method specs separated by ';' (default: full; h2o and curdkv at budgets of "
+                  "1/8, 1/4, 1/2 of the context; kvtc at 2, 4, 8 bits per value; q8_0; q4_0)");
+  cmd->add_option("--max-tokens", o->max_tokens,
+                  "text tokens to evaluate (0 = the whole text; default 4088 = 8 windows of 511)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--prefill", o->prefill,
+                  "tokens of each window fed through the exact prefill path (0 = all one by one)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--seed", o->seed, "cache seed");
+  cmd->add_flag("--strict-view", o->strict_view,
+                "a token the cache drops at once does not attend to itself (see docs/eval.md)");
+  cmd->add_option("--json", o->json, "write the results as JSON to this file ('-' = stdout)");
+  cmd->add_option("--plot", o->plot,
+                  "also draw quality vs compression to this PNG (runs /usr/bin/python3 "
+                  "scripts/plot_eval.py; needs matplotlib)");
+  cmd->callback([o, &g] {
+    const std::string model_path = resolve_model(o->model);
+    const vq::Model model = vq::Model::load(model_path);
+    const vq::ModelConfig& mc = model.config();
+    const std::string tok_path = resolve_tokenizer(o->tokenizer, mc.vocab_size);
+    const vq::Tokenizer tok = vq::Tokenizer::load(tok_path, mc.vocab_size);
+    const std::string text_path = vq::find_model_file(kDefaultText, o->text);
+    const std::vector<int32_t> enc = tok.encode(read_text_file(text_path), false, false);
+    const auto windows = vq::eval::make_windows(enc, mc.seq_len, o->max_tokens);
+    VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
+             "' encodes to no tokens");
+
+    vq::eval::FidelityOptions fo;
+    fo.methods = o->methods.empty() ? vq::eval::default_methods(mc.seq_len, mc.head_dim())
+                                    : split_methods(o->methods);
+    VQ_CHECK(!fo.methods.empty(), vq::InvalidArgument, "--methods '", o->methods,
+             "' names no method");
+    fo.run.prefill = o->prefill;
+    fo.run.seed = o->seed;
+    fo.run.strict_view = o->strict_view;
+    int64_t runs = 1;  // the reference, then every method that is not `full` itself
+    for (const auto& m : fo.methods)
+      runs += vq::CacheConfig::parse(m) == vq::CacheConfig::parse("full") ? 0 : 1;
+    Progress prog(g, "eval (window x method runs)", runs * static_cast<int64_t>(windows.size()));
+    fo.progress = [&](int64_t done, int64_t) { prog.update(done); };
+    const vq::eval::FidelityReport rep = vq::eval::run_fidelity(model, windows, fo);
+    prog.finish();
+
+    const bool json_stdout = o->json == "-";
+    if (!json_stdout) {
+      std::printf(
+          "model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
+          model_path.c_str(), static_cast<long long>(mc.dim), static_cast<long long>(mc.n_layers),
+          static_cast<long long>(mc.n_heads), static_cast<long long>(mc.n_kv_heads),
+          static_cast<long long>(mc.head_dim()), static_cast<long long>(mc.seq_len));
+      std::printf("text %s: %lld windows, %lld predicted tokens, prefill %lld\n", text_path.c_str(),
+                  static_cast<long long>(rep.n_windows),
+                  static_cast<long long>(rep.predicted_tokens), static_cast<long long>(o->prefill));
+      std::printf(
+          "KL = mean KL(full || method) in nats; top1 = argmax agreement with full; "
+          "B/tok = bytes held per token per layer-head (fp16 = %.0f)\n\n",
+          rep.reference.fp16_bytes_per_token);
+      Table t({"method", "KL", "top1", "ppl", "dppl", "B/tok", "ratio", "ratio@end", "tok/s"});
+      for (const auto& r : rep.methods)
+        t.add({r.spec, fmt("%.5f", r.kl_mean), fmt("%.4f", r.top1_agreement),
+               fmt("%.4f", r.perplexity), fmt("%+.4f", r.ppl_delta), fmt("%.2f", r.bytes_per_token),
+               fmt("%.2fx", r.compression_ratio), fmt("%.2fx", r.compression_ratio_final),
+               fmt("%.0f", r.tokens_per_s)});
+      t.print();
+    }
+    nlohmann::json jm = nlohmann::json::array();
+    for (const auto& r : rep.methods) jm.push_back(to_json(r));
+    const nlohmann::json j{{"model", model_path},
+                           {"tokenizer", tok_path},
+                           {"text", text_path},
+                           {"config",
+                            {{"dim", mc.dim},
+                             {"hidden_dim", mc.hidden_dim},
+                             {"n_layers", mc.n_layers},
+                             {"n_heads", mc.n_heads},
+                             {"n_kv_heads", mc.n_kv_heads},
+                             {"head_dim", mc.head_dim()},
+                             {"vocab_size", mc.vocab_size},
+                             {"seq_len", mc.seq_len}}},
+                           {"windows", rep.n_windows},
+                           {"predicted_tokens", rep.predicted_tokens},
+                           {"prefill", o->prefill},
+                           {"seed", o->seed},
+                           {"strict_view", o->strict_view},
+                           {"reference", to_json(rep.reference)},
+                           {"methods", jm}};
+    if (!o->json.empty()) write_json(o->json, j);
+    if (!o->plot.empty()) {
+      const std::string script = find_plot_script();
+      std::string json_path = o->json;
+      bool temp = false;
+      if (json_path.empty() || json_path == "-") {
+        json_path = (fs::temp_directory_path() /
+                     ("veloxquant_eval_" + std::to_string(::getpid()) + ".json"))
+                        .string();
+        write_json(json_path, j);
+        temp = true;
+      }
+      const std::string command = "/usr/bin/python3 " + shell_quote(script) + " " +
+                                  shell_quote(json_path) + " " + shell_quote(o->plot);
+      const int rc = std::system(command.c_str());
+      if (temp) {
+        std::error_code ec;
+        fs::remove(json_path, ec);
+      }
+      VQ_CHECK(rc == 0, vq::Error, "--plot: '", command, "' failed (status ", rc,
+               "); it needs /usr/bin/python3 with matplotlib");
+      if (g.verbosity > 0 && !json_stdout) std::printf("\nplot written to %s\n", o->plot.c_str());
+    }
+  });
+}
+
+}  // namespace vqcli

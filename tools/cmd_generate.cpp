@@ -1,0 +1,88 @@
+// `veloxquant generate`: sample text from a llama2.c model with a chosen KV-cache method.
+#include <chrono>
+#include <memory>
+
+#include "cli_util.hpp"
+#include "model_cli.hpp"
+#include "veloxquant/model.hpp"
+
+namespace vqcli {
+
+namespace {
+
+// Print a decoded piece, dropping lone control bytes the way llama2.c's safe_printf does.
+void print_piece(const std::string& s) {
+  if (s.size() == 1) {
+    const unsigned char c = static_cast<unsigned char>(s[0]);
+    if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') return;
+  }
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, Globals& g) {
+  auto* cmd = app.add_subcommand(
+      "generate", "Generate text with a llama2.c model; every layer's KV cache uses --method");
+  struct Opts {
+    std::string model, tokenizer, prompt, method = "full";
+    int64_t steps = 256;
+    float temperature = 0.0f;
+    uint64_t seed = 0;
+    bool strict_view = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model", o->model,
+                  "llama2.c checkpoint (default: stories260K.bin from $VQ_MODELS_DIR or "
+                  "../shared/models)");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "tokenizer.bin (default: the one matching the model's vocabulary)");
+  cmd->add_option("--prompt", o->prompt, "text to continue (default: start from BOS alone)");
+  cmd->add_option("--steps", o->steps, "most new tokens (capped by the context length)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--temperature", o->temperature, "0 = greedy; otherwise softmax sampling")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--seed", o->seed, "sampling seed (and cache seed)");
+  cmd->add_option("--method", o->method, "KV-cache method spec, e.g. 'curdkv:budget=64'");
+  cmd->add_flag("--strict-view", o->strict_view,
+                "a token the cache drops at once does not attend to itself (see docs/eval.md)");
+  cmd->callback([o, &g] {
+    const vq::CacheConfig cfg = vq::CacheConfig::parse(o->method);
+    const std::string model_path = resolve_model(o->model);
+    const vq::Model model = vq::Model::load(model_path);
+    const vq::Tokenizer tok = vq::Tokenizer::load(
+        resolve_tokenizer(o->tokenizer, model.config().vocab_size), model.config().vocab_size);
+    vq::EngineOptions eo;
+    eo.seed = o->seed;
+    eo.strict_view = o->strict_view;
+    vq::Engine engine(model, cfg, eo);
+    const std::vector<int32_t> prompt = tok.encode(o->prompt, true, false);
+    VQ_CHECK(static_cast<int64_t>(prompt.size()) <= model.config().seq_len, vq::InvalidArgument,
+             "the prompt encodes to ", prompt.size(), " tokens, more than the context length ",
+             model.config().seq_len);
+    print_piece(tok.decode(std::vector<int32_t>(prompt.begin() + 1, prompt.end())));
+    std::fflush(stdout);
+    vq::GenerateOptions go;
+    go.steps = o->steps;
+    go.temperature = o->temperature;
+    go.seed = o->seed;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto out = vq::generate(engine, prompt, go, [&](int32_t prev, int32_t next) {
+      print_piece(tok.decode_piece(prev, next));
+      std::fflush(stdout);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("\n");
+    if (g.verbosity >= 2) {
+      const vq::CacheStats st = engine.stats();
+      std::fprintf(stderr,
+                   "%zu tokens in %.3f s (%.0f tokens/s, prompt %zu tokens); cache %s holds "
+                   "%.0f bytes over %d layers (compression %.2fx vs fp16)\n",
+                   out.size(), s, s > 0 ? static_cast<double>(out.size()) / s : 0.0, prompt.size(),
+                   cfg.to_string().c_str(), st.kept_bytes,
+                   static_cast<int>(model.config().n_layers), st.compression_ratio);
+    }
+  });
+}
+
+}  // namespace vqcli
