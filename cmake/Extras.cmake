@@ -18,17 +18,26 @@ if(VQ_BUILD_PYTHON)
   if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
     set(Python_EXECUTABLE /usr/bin/python3)
   endif()
-  find_package(Python 3 REQUIRED COMPONENTS Interpreter Development.Module)
-  find_package(pybind11 2.6 CONFIG REQUIRED)
-  pybind11_add_module(veloxquant_python MODULE NO_EXTRAS ${CMAKE_SOURCE_DIR}/python/veloxquant_module.cpp)
-  set_target_properties(veloxquant_python PROPERTIES OUTPUT_NAME veloxquant
-    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python)
-  target_link_libraries(veloxquant_python PRIVATE veloxquant vq_warnings)
-  if(VQ_BUILD_TESTS)
-    add_test(NAME python_tests
-      COMMAND ${Python_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_SOURCE_DIR}/python/tests)
-    set_tests_properties(python_tests PROPERTIES ENVIRONMENT
-      "VQ_PYTHON_DIR=${CMAKE_BINARY_DIR}/python;VQ_CLI=$<TARGET_FILE:veloxquant_cli>")
+  find_package(Python 3 COMPONENTS Interpreter Development.Module)
+  if(Python_FOUND)
+    find_package(pybind11 2.6 CONFIG QUIET)
+  endif()
+  if(NOT Python_FOUND OR NOT pybind11_FOUND)
+    message(WARNING "VQ_BUILD_PYTHON is ON but Python 3 development files or pybind11 were not "
+      "found (Debian: python3-dev pybind11-dev python3-numpy); the Python module is skipped. "
+      "Pass -DVQ_BUILD_PYTHON=OFF to silence this.")
+  else()
+    pybind11_add_module(veloxquant_python MODULE NO_EXTRAS
+      ${CMAKE_SOURCE_DIR}/python/veloxquant_module.cpp)
+    set_target_properties(veloxquant_python PROPERTIES OUTPUT_NAME veloxquant
+      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python)
+    target_link_libraries(veloxquant_python PRIVATE veloxquant vq_warnings)
+    if(VQ_BUILD_TESTS)
+      add_test(NAME python_tests COMMAND ${Python_EXECUTABLE} -m pytest -q -p no:cacheprovider
+        ${CMAKE_SOURCE_DIR}/python/tests)
+      set_tests_properties(python_tests PROPERTIES ENVIRONMENT
+        "VQ_PYTHON_DIR=${CMAKE_BINARY_DIR}/python;VQ_CLI=$<TARGET_FILE:veloxquant_cli>")
+    endif()
   endif()
 endif()
 
@@ -84,7 +93,7 @@ install(FILES ${CMAKE_BINARY_DIR}/cmake/veloxquantConfig.cmake
 
 # The Python module, when built, goes to <prefix>/lib/python3/dist-packages (Debian's layout) or
 # wherever VQ_PYTHON_INSTALL_DIR says.
-if(VQ_BUILD_PYTHON)
+if(TARGET veloxquant_python)
   set(VQ_PYTHON_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages" CACHE PATH
     "Where `cmake --install` puts the veloxquant Python module (relative to the prefix)")
   install(TARGETS veloxquant_python OPTIONAL LIBRARY DESTINATION ${VQ_PYTHON_INSTALL_DIR})

@@ -21,11 +21,17 @@ if(VQ_BUILD_FUZZ)
   endif()
 endif()
 
+if(VQ_BUILD_TESTS AND VQ_FUZZ_SOURCES)
+  # The replay main() is compiled once and linked into every replay driver.
+  add_library(vq_replay_main OBJECT ${CMAKE_SOURCE_DIR}/fuzz/replay_main.cpp)
+  target_link_libraries(vq_replay_main PRIVATE vq_warnings vq_flags)
+endif()
+
 foreach(src ${VQ_FUZZ_SOURCES})
   get_filename_component(name ${src} NAME_WE)
   string(REGEX REPLACE "^fuzz_" "" short ${name})
   if(VQ_BUILD_TESTS)
-    add_executable(vq_replay_${short} ${src} ${CMAKE_SOURCE_DIR}/fuzz/replay_main.cpp)
+    add_executable(vq_replay_${short} ${src} $<TARGET_OBJECTS:vq_replay_main>)
     target_include_directories(vq_replay_${short} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/fuzz)
     target_link_libraries(vq_replay_${short} PRIVATE veloxquant vq_warnings vq_flags)
     add_test(NAME fuzz_replay_${short}

@@ -99,8 +99,9 @@ void register_eval(CLI::App& app, Globals& g) {
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.bin (default: matches the model)");
   cmd->add_option("--text", o->text, "evaluation text (default: tinystories-val.txt)");
   cmd->add_option("--methods", o->methods,
-                  "method specs separated by ';' (default: full; h2o and curdkv at budgets of "
-                  "1/8, 1/4, 1/2 of the context; kvtc at 2, 4, 8 bits per value; q8_0; q4_0)");
+                  "method specs separated by ';' (default: full; h2o, h2o with recent=budget/2, "
+                  "curdkv and curdkv:score=mean at 1/8, 1/4, 1/2 of the context; kvtc and "
+                  "uniform at 2 and 4 bits per value; q8_0; q4_0)");
   cmd->add_option("--max-tokens", o->max_tokens,
                   "text tokens to evaluate (0 = the whole text; default 4088 = 8 windows of 511)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));

@@ -63,8 +63,9 @@ void vq_cache_destroy(vq_cache* cache);
  * B and H must stay the same across calls. */
 vq_status vq_cache_update(vq_cache* cache, const float* keys, const float* values,
                           const float* queries, int64_t B, int64_t H, int64_t S, int64_t Hq);
-/* Same for 16-bit inputs (dtype VQ_F16 or VQ_BF16 bit patterns, or VQ_F32 as float*). */
-vq_status vq_cache_update_typed(vq_cache* cache, vq_dtype dtype, const void* keys,
+/* Same for 16-bit inputs: dtype is a vq_dtype value (VQ_F16 or VQ_BF16 bit patterns, or VQ_F32
+ * as float*), passed as int so that any value a caller sends is well defined (others are refused). */
+vq_status vq_cache_update_typed(vq_cache* cache, int dtype, const void* keys,
                                 const void* values, const void* queries, int64_t B, int64_t H,
                                 int64_t S, int64_t Hq);
 

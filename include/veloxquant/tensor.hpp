@@ -63,6 +63,8 @@ class Tensor {
   /// fp16 bit patterns of every element (round to nearest even).
   std::vector<uint16_t> to_fp16() const;
 
+  /// True when every element is finite (no allocation).
+  bool all_finite() const;
   /// Throws InvalidArgument naming `what`, the index and the value of the first NaN/Inf.
   void check_finite(const std::string& what) const;
 

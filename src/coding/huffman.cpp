@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 #include "veloxquant/errors.hpp"
 
@@ -13,52 +14,172 @@ int64_t fixed_bytes(size_t n, int width) {
   return static_cast<int64_t>((static_cast<uint64_t>(n) * static_cast<uint64_t>(width) + 7) / 8);
 }
 
+
+// Writes an MSB-first bit string into a pre-sized buffer, 32 bits per store. Produces the same
+// bytes as BitWriter; never writes past the bytes the bits fill (the caller sizes the buffer).
+class FastBitWriter {
+ public:
+  explicit FastBitWriter(uint8_t* p) : p_(p) {}
+  void put(uint32_t code, int len) {  // len <= 32, nbits_ < 32 on entry
+    acc_ = (acc_ << len) | code;
+    nbits_ += len;
+    if (nbits_ >= 32) {
+      nbits_ -= 32;
+      const uint32_t w = static_cast<uint32_t>(acc_ >> nbits_);
+      p_[0] = static_cast<uint8_t>(w >> 24);
+      p_[1] = static_cast<uint8_t>(w >> 16);
+      p_[2] = static_cast<uint8_t>(w >> 8);
+      p_[3] = static_cast<uint8_t>(w);
+      p_ += 4;
+    }
+  }
+  /// Flush whole bytes and the zero-padded last byte; returns the end pointer.
+  uint8_t* finish() {
+    while (nbits_ >= 8) {
+      nbits_ -= 8;
+      *p_++ = static_cast<uint8_t>(acc_ >> nbits_);
+    }
+    if (nbits_ > 0) *p_++ = static_cast<uint8_t>(acc_ << (8 - nbits_));
+    nbits_ = 0;
+    return p_;
+  }
+
+ private:
+  uint8_t* p_;
+  uint64_t acc_ = 0;
+  int nbits_ = 0;
+};
+
+// Fixed-width packing, eight symbols (W bytes) per step; the n % 8 tail goes bit by bit.
+template <int W>
+void pack_fixed(const uint8_t* sym, size_t n, uint8_t* p) {
+  const size_t groups = n / 8;
+  for (size_t g = 0; g < groups; ++g, sym += 8, p += W) {
+    uint64_t v = 0;
+    for (int j = 0; j < 8; ++j) v = (v << W) | sym[j];
+    for (int b = 0; b < W; ++b) p[b] = static_cast<uint8_t>(v >> (8 * (W - 1 - b)));
+  }
+  FastBitWriter bw(p);
+  for (size_t i = 0; i < n % 8; ++i) bw.put(sym[i], W);
+  bw.finish();
+}
+
+void pack_fixed_any(const uint8_t* sym, size_t n, int width, uint8_t* p) {
+  switch (width) {
+    case 1: return pack_fixed<1>(sym, n, p);
+    case 2: return pack_fixed<2>(sym, n, p);
+    case 3: return pack_fixed<3>(sym, n, p);
+    case 4: return pack_fixed<4>(sym, n, p);
+    case 5: return pack_fixed<5>(sym, n, p);
+    case 6: return pack_fixed<6>(sym, n, p);
+    case 7: return pack_fixed<7>(sym, n, p);
+    default: std::memcpy(p, sym, n); return;
+  }
+}
+
+// The matching unpacker: eight symbols from W bytes per step, for the n - n % 8 leading symbols.
+template <int W>
+void unpack_fixed(const uint8_t* p, size_t groups, uint8_t* out) {
+  constexpr uint64_t mask = (uint64_t{1} << W) - 1;
+  for (size_t g = 0; g < groups; ++g, p += W, out += 8) {
+    uint64_t v = 0;
+    for (int b = 0; b < W; ++b) v = (v << 8) | p[b];
+    for (int j = 0; j < 8; ++j) out[j] = static_cast<uint8_t>((v >> (W * (7 - j))) & mask);
+  }
+}
+
+void unpack_fixed_any(const uint8_t* p, size_t groups, int width, uint8_t* out) {
+  switch (width) {
+    case 1: return unpack_fixed<1>(p, groups, out);
+    case 2: return unpack_fixed<2>(p, groups, out);
+    case 3: return unpack_fixed<3>(p, groups, out);
+    case 4: return unpack_fixed<4>(p, groups, out);
+    case 5: return unpack_fixed<5>(p, groups, out);
+    case 6: return unpack_fixed<6>(p, groups, out);
+    case 7: return unpack_fixed<7>(p, groups, out);
+    default: std::memcpy(out, p, 8 * groups); return;
+  }
+}
+
+[[noreturn]] __attribute__((noinline, cold)) void throw_invalid_code(size_t at) {
+  VQ_THROW(FormatError, "Huffman payload: invalid code at symbol ", at);
+}
+
+// MSB-first reader for the Huffman hot loop: after refill() at least 57 bits are buffered, so
+// four codes of at most kMaxCodeLength (12) bits decode without another refill. Past the end it
+// reads zero bits (the caller checks the consumed count against the payload size).
+struct FastBitReader {
+  const uint8_t* p;
+  const uint8_t* end;
+  uint64_t buf = 0;
+  int have = 0;
+  void refill() {
+    if (end - p >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      w = __builtin_bswap64(w);
+      if (have < 64) buf |= w >> have;
+      const int take = (64 - have) >> 3;
+      p += take;
+      have += 8 * take;
+      return;
+    }
+    while (have <= 56) {
+      const uint64_t byte = p < end ? *p++ : 0u;
+      buf |= byte << (56 - have);
+      have += 8;
+    }
+  }
+};
+
 }  // namespace
 
 void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
                           std::vector<uint8_t>& lengths) {
   const size_t A = freq.size();
   lengths.assign(A, 0);
-  std::vector<int32_t> leaf_symbol;
+  // Fixed-size scratch on the stack (A <= 256 symbols, so at most 511 tree nodes): no allocation.
+  assert(A <= 256);
+  int32_t leaf_symbol[256];
+  size_t m = 0;
   for (size_t s = 0; s < A; ++s)
-    if (freq[s] > 0) leaf_symbol.push_back(static_cast<int32_t>(s));
-  const size_t m = leaf_symbol.size();
+    if (freq[s] > 0) leaf_symbol[m++] = static_cast<int32_t>(s);
   assert(m >= 2);
   assert((size_t{1} << max_len) >= m);
 
   // Huffman tree: leaves 0..m-1 (symbol order), internal nodes m..2m-2 in creation order; the two
   // lightest nodes merge first, ties broken by the lower node index.
   const size_t total = 2 * m - 1;
-  std::vector<uint64_t> weight(total);
-  std::vector<int32_t> parent(total, -1);
+  uint64_t weight[511];
+  int32_t parent[511];
+  for (size_t i = 0; i < 511; ++i) parent[i] = -1;
   for (size_t i = 0; i < m; ++i) weight[i] = freq[static_cast<size_t>(leaf_symbol[i])];
   auto heavier = [&](int32_t a, int32_t b) {  // min-heap on (weight, index)
     const size_t ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
     return weight[ua] != weight[ub] ? weight[ua] > weight[ub] : a > b;
   };
-  std::vector<int32_t> heap;
-  heap.reserve(m);
-  for (size_t i = 0; i < m; ++i) heap.push_back(static_cast<int32_t>(i));
-  std::make_heap(heap.begin(), heap.end(), heavier);
+  int32_t heap[256];
+  size_t hn = m;
+  for (size_t i = 0; i < m; ++i) heap[i] = static_cast<int32_t>(i);
+  std::make_heap(heap, heap + hn, heavier);
   for (size_t next = m; next < total; ++next) {
-    std::pop_heap(heap.begin(), heap.end(), heavier);
-    const int32_t a = heap.back();
-    heap.pop_back();
-    std::pop_heap(heap.begin(), heap.end(), heavier);
-    const int32_t b = heap.back();
-    heap.pop_back();
+    std::pop_heap(heap, heap + hn, heavier);
+    const int32_t a = heap[--hn];
+    std::pop_heap(heap, heap + hn, heavier);
+    const int32_t b = heap[--hn];
     weight[next] = weight[static_cast<size_t>(a)] + weight[static_cast<size_t>(b)];
     parent[static_cast<size_t>(a)] = static_cast<int32_t>(next);
     parent[static_cast<size_t>(b)] = static_cast<int32_t>(next);
-    heap.push_back(static_cast<int32_t>(next));
-    std::push_heap(heap.begin(), heap.end(), heavier);
+    heap[hn++] = static_cast<int32_t>(next);
+    std::push_heap(heap, heap + hn, heavier);
   }
-  std::vector<int> depth(total, 0);
+  int depth[511];
+  depth[total - 1] = 0;
   for (size_t i = total - 1; i-- > 0;) depth[i] = depth[static_cast<size_t>(parent[i])] + 1;
   int longest = 0;
   for (size_t i = 0; i < m; ++i) longest = std::max(longest, depth[i]);
 
-  std::vector<int> len(m);
+  int len[256];
   for (size_t i = 0; i < m; ++i) len[i] = depth[i];
   if (longest > max_len) {
     // Length limiting: clamp, then lengthen the cheapest codes until the Kraft sum fits, then
@@ -80,13 +201,14 @@ void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
       kraft -= int64_t{1} << (max_len - len[pick] - 1);
       ++len[pick];
     }
-    std::vector<size_t> by_freq(m);
+    size_t by_freq[256];
     for (size_t i = 0; i < m; ++i) by_freq[i] = i;
-    std::stable_sort(by_freq.begin(), by_freq.end(),
+    std::stable_sort(by_freq, by_freq + m,
                      [&](size_t a, size_t b) { return weight[a] > weight[b]; });
     for (bool changed = true; changed;) {
       changed = false;
-      for (size_t i : by_freq) {
+      for (size_t q = 0; q < m; ++q) {
+        const size_t i = by_freq[q];
         if (len[i] > 1 && kraft + (int64_t{1} << (max_len - len[i])) <= cap) {
           kraft += int64_t{1} << (max_len - len[i]);
           --len[i];
@@ -116,6 +238,16 @@ void canonical_codes(const std::vector<uint8_t>& lengths, std::vector<uint32_t>&
 
 StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
                                    std::vector<uint8_t>& out) {
+  return encode_impl(symbols, n, width, out, true);
+}
+
+StreamSizes HuffmanEncoder::encode_reference(const uint8_t* symbols, size_t n, int width,
+                                             std::vector<uint8_t>& out) {
+  return encode_impl(symbols, n, width, out, false);
+}
+
+StreamSizes HuffmanEncoder::encode_impl(const uint8_t* symbols, size_t n, int width,
+                                        std::vector<uint8_t>& out, bool fast) {
   VQ_CHECK(width >= 1 && width <= 8, InvalidArgument, "huffman encode: width = ", width,
            " is out of range; allowed [1, 8]");
   StreamSizes sz;
@@ -168,10 +300,20 @@ StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
     }
     put_varint(out, static_cast<uint64_t>(huff_payload));
     const size_t start = out.size();
-    out.reserve(start + static_cast<size_t>(huff_payload));
-    BitWriter bw(out);
-    for (size_t i = 0; i < n; ++i) bw.put(codes_[symbols[i]], lengths_[symbols[i]]);
-    bw.finish();
+    if (fast) {
+      out.resize(start + static_cast<size_t>(huff_payload));
+      FastBitWriter bw(out.data() + start);
+      const uint32_t* codes = codes_.data();
+      const uint8_t* lens = lengths_.data();
+      for (size_t i = 0; i < n; ++i) bw.put(codes[symbols[i]], lens[symbols[i]]);
+      [[maybe_unused]] const uint8_t* e = bw.finish();
+      assert(e == out.data() + out.size());
+    } else {
+      out.reserve(start + static_cast<size_t>(huff_payload));
+      BitWriter bw(out);
+      for (size_t i = 0; i < n; ++i) bw.put(codes_[symbols[i]], lengths_[symbols[i]]);
+      bw.finish();
+    }
     assert(static_cast<int64_t>(out.size() - start) == huff_payload);
     sz.mode = StreamMode::Huffman;
     sz.overhead = huff_overhead;
@@ -181,10 +323,16 @@ StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
 
   put_u8(out, static_cast<uint8_t>(StreamMode::Fixed));
   put_varint(out, n);
-  out.reserve(out.size() + static_cast<size_t>(sz.fixed_width_payload));
-  BitWriter bw(out);
-  for (size_t i = 0; i < n; ++i) bw.put(symbols[i], width);
-  bw.finish();
+  if (fast) {
+    const size_t start = out.size();
+    out.resize(start + static_cast<size_t>(sz.fixed_width_payload));
+    pack_fixed_any(symbols, n, width, out.data() + start);
+  } else {
+    out.reserve(out.size() + static_cast<size_t>(sz.fixed_width_payload));
+    BitWriter bw(out);
+    for (size_t i = 0; i < n; ++i) bw.put(symbols[i], width);
+    bw.finish();
+  }
   sz.mode = StreamMode::Fixed;
   sz.overhead = header;
   sz.payload = sz.fixed_width_payload;
@@ -192,6 +340,14 @@ StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
 }
 
 void HuffmanDecoder::decode(ByteReader& in, uint8_t* out, size_t n, int width) {
+  decode_impl(in, out, n, width, true);
+}
+
+void HuffmanDecoder::decode_reference(ByteReader& in, uint8_t* out, size_t n, int width) {
+  decode_impl(in, out, n, width, false);
+}
+
+void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast) {
   VQ_CHECK(width >= 1 && width <= 8, InvalidArgument, "huffman decode: width = ", width,
            " is out of range; allowed [1, 8]");
   const uint8_t mode = in.u8("entropy stream mode");
@@ -215,9 +371,13 @@ void HuffmanDecoder::decode(ByteReader& in, uint8_t* out, size_t n, int width) {
       VQ_CHECK(n > 0, FormatError, "entropy stream: fixed mode with count 0");
       const size_t bytes = static_cast<size_t>(fixed_bytes(n, width));
       in.need(bytes, "fixed-width payload");
-      BitReader br(in.cursor(), bytes);
-      for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(br.get(width));
-      const int pad = static_cast<int>(8 * bytes - n * static_cast<size_t>(width));
+      const size_t groups = fast ? n / 8 : 0;
+      unpack_fixed_any(in.cursor(), groups, width, out);
+      const size_t head = groups * static_cast<size_t>(width);  // bytes the groups used
+      BitReader br(in.cursor() + head, bytes - head);
+      for (size_t i = 8 * groups; i < n; ++i) out[i] = static_cast<uint8_t>(br.get(width));
+      const int pad =
+          static_cast<int>(8 * (bytes - head) - (n - 8 * groups) * static_cast<size_t>(width));
       VQ_CHECK(pad == 0 || br.get(pad) == 0, FormatError,
                "fixed-width payload: nonzero padding bits");
       in.skip(bytes, "fixed-width payload");
@@ -277,8 +437,44 @@ void HuffmanDecoder::decode(ByteReader& in, uint8_t* out, size_t n, int width) {
                   table_.begin() + static_cast<std::ptrdiff_t>(first + span),
                   static_cast<uint16_t>(s | (static_cast<uint32_t>(l) << 8)));
       }
-      BitReader br(in.cursor(), static_cast<size_t>(payload));
       const uint16_t* table = table_.data();
+      if (fast) {
+        FastBitReader fr{in.cursor(), in.cursor() + payload};
+        const int shift = 64 - max_len;
+        uint64_t used = 0;
+        size_t i = 0;
+        auto one = [&](size_t at) __attribute__((always_inline)) {
+          const uint16_t e = table[fr.buf >> shift];
+          const int l = e >> 8;
+          if (__builtin_expect(l == 0, 0)) throw_invalid_code(at);
+          out[at] = static_cast<uint8_t>(e & 0xFFu);
+          fr.buf <<= l;
+          fr.have -= l;
+          used += static_cast<uint64_t>(l);
+        };
+        for (; i + 4 <= n; i += 4) {
+          fr.refill();
+          one(i);
+          one(i + 1);
+          one(i + 2);
+          one(i + 3);
+        }
+        for (; i < n; ++i) {
+          fr.refill();
+          one(i);
+        }
+        VQ_CHECK(used <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ", n,
+                 " symbols needs ", used, " bits but only ", 8 * payload, " are stored");
+        VQ_CHECK((used + 7) / 8 == payload, FormatError, "Huffman payload: ", payload,
+                 " bytes stored but the ", n, " symbols use only ", (used + 7) / 8);
+        const int pad = static_cast<int>(8 * payload - used);
+        fr.refill();
+        VQ_CHECK(pad == 0 || (fr.buf >> (64 - pad)) == 0, FormatError,
+                 "Huffman payload: nonzero padding bits");
+        in.skip(static_cast<size_t>(payload), "Huffman payload");
+        return;
+      }
+      BitReader br(in.cursor(), static_cast<size_t>(payload));
       for (size_t i = 0; i < n; ++i) {
         const uint16_t e = table[br.peek(max_len)];
         const int l = e >> 8;

@@ -51,7 +51,12 @@ struct StreamSizes {
 class HuffmanEncoder {
  public:
   /// Append the stream of symbols[0:n) (each < 2^width, width in [1, 8]) to `out`.
+  /// Fast path: codes go out through a 64-bit accumulator, 32 bits per store into a buffer sized
+  /// up front; fixed-width payloads are packed eight symbols (width bytes) at a time.
   StreamSizes encode(const uint8_t* symbols, size_t n, int width, std::vector<uint8_t>& out);
+  /// The plain bit-at-a-time writer (reference for tests); produces the same bytes as encode().
+  StreamSizes encode_reference(const uint8_t* symbols, size_t n, int width,
+                               std::vector<uint8_t>& out);
 
   /// Code lengths chosen by the last Huffman-mode encode (diagnostics / tests), indexed by symbol.
   const std::vector<uint8_t>& last_lengths() const { return lengths_; }
@@ -60,15 +65,22 @@ class HuffmanEncoder {
   std::vector<uint64_t> freq_;
   std::vector<uint8_t> lengths_;
   std::vector<uint32_t> codes_;
+  StreamSizes encode_impl(const uint8_t* symbols, size_t n, int width, std::vector<uint8_t>& out,
+                          bool fast);
 };
 
 /// Reusable decoder state (the lookup table is rebuilt per stream, allocated once).
 class HuffmanDecoder {
  public:
   /// Read one stream from `in` and write exactly n symbols (each < 2^width) to out.
+  /// Fast path: a 64-bit bit buffer refilled once per four Huffman symbols, and fixed-width
+  /// payloads unpacked eight symbols (width bytes) at a time.
   void decode(ByteReader& in, uint8_t* out, size_t n, int width);
+  /// The plain one-symbol-per-step reader (reference for tests); same output and same errors.
+  void decode_reference(ByteReader& in, uint8_t* out, size_t n, int width);
 
  private:
+  void decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast);
   std::vector<uint16_t> table_;  // symbol | (length << 8); length 0 = no code
 };
 

@@ -9,10 +9,34 @@ namespace vq::coding {
 
 AffineParams fit_affine(const float* x, int64_t n, int bits) {
   assert(n >= 1 && bits >= 1 && bits <= kMaxQuantBits);
+  // 16 independent lanes (vectorizable); min/max of non-NaN values does not depend on the order,
+  // except for which zero (+0 / -0) wins a tie, so a zero result is redone in order.
   float lo = x[0], hi = x[0];
-  for (int64_t i = 1; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
+  if (n >= 32) {
+    float l16[16], h16[16];
+    for (int j = 0; j < 16; ++j) l16[j] = h16[j] = x[j];
+    int64_t i = 16;
+    for (; i + 16 <= n; i += 16)
+      for (int j = 0; j < 16; ++j) {
+        l16[j] = x[i + j] < l16[j] ? x[i + j] : l16[j];
+        h16[j] = x[i + j] > h16[j] ? x[i + j] : h16[j];
+      }
+    for (int j = 0; j < 16; ++j) {
+      lo = std::min(lo, l16[j]);
+      hi = std::max(hi, h16[j]);
+    }
+    for (; i < n; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
+  }
+  if (n < 32 || lo == 0.0f || hi == 0.0f) {
+    lo = x[0];
+    hi = x[0];
+    for (int64_t i = 1; i < n; ++i) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
   }
   AffineParams p;
   p.min = lo;

@@ -38,10 +38,11 @@ void KVCache::update(const Tensor& keys, const Tensor& values, const Tensor* que
     VQ_CHECK(q.B == s.B && q.S == s.S && q.D == s.D && q.H >= s.H && q.H % s.H == 0,
              InvalidArgument, id, ": queries ", q.str(), " do not match keys ", s.str(),
              "; expected [B, Hq, S, D] with Hq a positive multiple of H = ", s.H);
-    queries->check_finite(id + ": queries");
+    if (!queries->all_finite()) queries->check_finite(id + ": queries");
   }
-  keys.check_finite(id + ": keys");
-  values.check_finite(id + ": values");
+  // labels are built only on failure: the decode path stays allocation-free
+  if (!keys.all_finite()) keys.check_finite(id + ": keys");
+  if (!values.all_finite()) values.check_finite(id + ": values");
   if (B_ == 0) {
     B_ = s.B;
     H_ = s.H;

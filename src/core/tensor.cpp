@@ -115,6 +115,12 @@ std::vector<uint16_t> Tensor::to_fp16() const {
   return out;
 }
 
+bool Tensor::all_finite() const {
+  bool ok = true;
+  for (float x : data_) ok &= std::isfinite(x);
+  return ok;
+}
+
 void Tensor::check_finite(const std::string& what) const {
   for (size_t i = 0; i < data_.size(); ++i) {
     if (!std::isfinite(data_[i])) {

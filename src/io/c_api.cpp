@@ -67,7 +67,7 @@ void need(const void* p, const char* what) {
   VQ_CHECK(p != nullptr, vq::InvalidArgument, "NULL pointer passed for ", what);
 }
 
-vq::Tensor make_tensor(vq_dtype dtype, const void* data, int64_t B, int64_t H, int64_t S, int64_t D,
+vq::Tensor make_tensor(int dtype, const void* data, int64_t B, int64_t H, int64_t S, int64_t D,
                        const char* what) {
   VQ_CHECK(B >= 0 && H >= 0 && S >= 0, vq::InvalidArgument, what, ": shape [", B, ", ", H, ", ", S,
            ", ", D, "] has a negative dimension");
@@ -87,7 +87,7 @@ vq::Tensor make_tensor(vq_dtype dtype, const void* data, int64_t B, int64_t H, i
       break;
     }
     default:
-      VQ_THROW(vq::InvalidArgument, what, ": unknown dtype code ", static_cast<int>(dtype),
+      VQ_THROW(vq::InvalidArgument, what, ": unknown dtype code ", dtype,
                " (VQ_F32 = 1, VQ_F16 = 2, VQ_BF16 = 3)");
   }
   return t;
@@ -170,9 +170,8 @@ void vq_cache_destroy(vq_cache* cache) {
   delete cache;
 }
 
-vq_status vq_cache_update_typed(vq_cache* cache, vq_dtype dtype, const void* keys,
-                                const void* values, const void* queries, int64_t B, int64_t H,
-                                int64_t S, int64_t Hq) {
+vq_status vq_cache_update_typed(vq_cache* cache, int dtype, const void* keys, const void* values,
+                                const void* queries, int64_t B, int64_t H, int64_t S, int64_t Hq) {
   return guarded([&] {
     need(cache, "cache");
     const int64_t D = cache->cache->head_dim();

@@ -135,9 +135,17 @@ EncodedBlock TransformBlockCodec::encode(const float* x, int64_t H, int64_t S) c
   VQ_CHECK(H >= 1 && S >= 0, InvalidArgument, method(), " codec: block [H = ", H, ", S = ", S,
            ", D = ", D, "] needs H >= 1 and S >= 0");
   const size_t count = static_cast<size_t>(H * S * D);
-  for (size_t i = 0; i < count; ++i)
-    VQ_CHECK(std::isfinite(x[i]), InvalidArgument, method(), " codec: value ", i,
-             " of the block is NaN or Inf");
+  // Branch-free scan (exponent bits all ones = NaN or Inf); locate the culprit only on failure.
+  uint32_t bad = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    bad |= static_cast<uint32_t>((bits & 0x7F800000u) == 0x7F800000u);
+  }
+  if (bad)
+    for (size_t i = 0; i < count; ++i)
+      VQ_CHECK(std::isfinite(x[i]), InvalidArgument, method(), " codec: value ", i,
+               " of the block is NaN or Inf");
   EncodedBlock block;
   block.H = H;
   block.S = S;

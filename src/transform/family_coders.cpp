@@ -16,6 +16,7 @@ namespace vq::transform {
 namespace {
 
 constexpr uint8_t kPcaFormat = 1;  // pca_coder.hpp's section format
+constexpr uint8_t kGearFormat = 1;
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -104,6 +105,22 @@ int64_t Fp16RowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, flo
 
 GearRowCoder::GearRowCoder(int64_t W, int bits, int64_t rank, double ratio)
     : RowCoder(W), bits_(bits), rank_(rank), ratio_(ratio) {}
+
+void GearRowCoder::fit(const float*, int64_t, EncodedSection& sec) {
+  coding::put_u8(sec.bytes, kGearFormat);
+  coding::put_u8(sec.bytes, static_cast<uint8_t>(bits_));
+  sec.breakdown.params += 2;
+}
+
+void GearRowCoder::read_header(coding::ByteReader& in) {
+  const uint8_t format = in.u8("gear section format");
+  VQ_CHECK(format == kGearFormat, FormatError, "gear section: unknown format ", int(format),
+           " (this build reads format ", int(kGearFormat), ")");
+  const uint8_t b = in.u8("gear section bit width");
+  VQ_CHECK(b >= 1 && b <= coding::kMaxQuantBits, FormatError, "gear section: bit width ", int(b),
+           " is outside [1, ", coding::kMaxQuantBits, "]");
+  bits_ = b;
+}
 
 void GearRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& sec) {
   const int64_t W = width(), count = n * W;

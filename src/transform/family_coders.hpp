@@ -60,14 +60,16 @@ class Fp16RowCoder final : public RowCoder {
 /// GEAR: per chunk, the `ratio` largest-magnitude entries are kept as sparse fp16 outliers, the
 /// rest (outliers zeroed) is quantized per token at `bits` bits (affine min/max), and the
 /// quantization residual is approximated by its best rank-`rank` factorization A B (fp16).
+/// Header: u8 format = 1, u8 bits. It has nothing to fit, but "fits" (writes the header) like
+/// kvtc so that a cache encodes its first fit_tokens tokens at once, as kvtc does.
 /// Chunk: varint n; varint m; m x (varint index delta, fp16 value); (f32 min, f32 scale)[n];
 /// one Huffman stream of the n * W codes; varint k; fp16 A[n, k]; fp16 B[k, W].
 class GearRowCoder final : public RowCoder {
  public:
   GearRowCoder(int64_t W, int bits, int64_t rank, double ratio);
-  bool needs_fit() const override { return false; }
-  void fit(const float*, int64_t, EncodedSection&) override {}
-  void read_header(coding::ByteReader&) override {}
+  bool needs_fit() const override { return true; }
+  void fit(const float*, int64_t, EncodedSection& sec) override;
+  void read_header(coding::ByteReader& in) override;
   void encode_chunk(const float* rows, int64_t n, EncodedSection& sec) override;
   int64_t decode_chunk(coding::ByteReader& in, int64_t max_rows, float* rows) override;
 

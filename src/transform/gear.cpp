@@ -2,7 +2,8 @@
 // chunk_tokens tokens: the `outlier_ratio` fraction of largest-magnitude entries is kept as sparse
 // fp16 outliers, the remaining dense part is quantized per token at `bits` bits (affine min/max),
 // and the quantization residual is approximated by its best rank-`rank` factorization (truncated
-// SVD, factors stored at fp16). Tokens of an unfilled chunk wait raw at fp16 (counted).
+// SVD, factors stored at fp16). As in kvtc, the first fit_tokens tokens are encoded at once and
+// later tokens wait raw at fp16 (counted) until a chunk fills.
 #include <memory>
 
 #include "core/options.hpp"

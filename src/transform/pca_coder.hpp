@@ -72,7 +72,7 @@ class PcaRowCoder final : public RowCoder {
 
  private:
   void set_model(PcaModel m);
-  void ensure_scratch(int64_t n);
+  void ensure_scratch(int64_t n, bool centered_rows);
 
   using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   struct Group {

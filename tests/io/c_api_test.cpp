@@ -120,9 +120,8 @@ TEST(CApi, MisuseGivesCodesAndMessages) {
   x[5] = NAN;
   EXPECT_EQ(vq_cache_update(c, x.data(), x.data(), nullptr, 1, 2, 4, 0), VQ_ERR_INVALID_ARGUMENT);
   x[5] = 0;
-  EXPECT_EQ(
-      vq_cache_update_typed(c, static_cast<vq_dtype>(9), x.data(), x.data(), nullptr, 1, 2, 4, 0),
-      VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(vq_cache_update_typed(c, 9, x.data(), x.data(), nullptr, 1, 2, 4, 0),
+            VQ_ERR_INVALID_ARGUMENT);
   ASSERT_EQ(vq_cache_update(c, x.data(), x.data(), nullptr, 1, 2, 4, 0), VQ_OK);
   std::vector<float> small(8);
   EXPECT_EQ(vq_cache_fetch(c, small.data(), nullptr, nullptr, 1, nullptr), VQ_ERR_INVALID_ARGUMENT);

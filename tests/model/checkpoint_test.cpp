@@ -173,7 +173,8 @@ TEST(Checkpoint, NonFiniteWeightNamesTensorAndLayer) {
   TempFile f("nan.bin");
   vq::Model::random(c, 1).save(f.path());
   std::vector<char> bytes = f.read();
-  const auto& w3 = vq::model::find_span(vq::model::checkpoint_layout(c), "w3");
+  const auto layout = vq::model::checkpoint_layout(c);  // keep the spans alive
+  const auto& w3 = vq::model::find_span(layout, "w3");
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const int64_t per = w3.count / w3.layers;
   std::memcpy(bytes.data() + 28 + 4 * (w3.offset + per + 3), &nan, 4);  // layer 1, element 3

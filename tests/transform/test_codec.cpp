@@ -173,6 +173,9 @@ TEST_P(TransformCodec, CacheStoresWhatTheCodecWrites) {
   const auto* tcp = dynamic_cast<const vq::transform::TransformCache*>(cache.get());
   if (!tcp) GTEST_SKIP() << GetParam() << " has its own cache (tested against its codec there)";
   const auto& tc = *tcp;
+  // Fitting coders encode everything the fit saw; coders without a fit keep a partial chunk raw,
+  // and then the chunking differs from the codec's.
+  if (tc.raw_tokens(0, 0, 0) != 0) GTEST_SKIP() << GetParam() << " holds a raw window after one call";
   auto c = codec();
   const vq::EncodedBlock blk = c->encode(K);
   for (size_t i = 0; i < blk.sections.size(); ++i)
