@@ -34,5 +34,6 @@ done
 
 echo "== installed CLI"
 "$prefix/bin/veloxquant" --version
-"$prefix/bin/veloxquant" methods | head -3
+"$prefix/bin/veloxquant" methods > "$work/methods.txt"  # no pipe into head: pipefail + SIGPIPE
+head -3 "$work/methods.txt"
 echo "install test passed"
