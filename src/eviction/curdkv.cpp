@@ -51,6 +51,13 @@ class CurDKVCache final : public eviction::EvictionCache {
     }
   }
 
+ protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    EvictionCache::on_shape_known(B, H);
+    trackers_.assign(static_cast<size_t>(B * H), SubspaceLeverage{});
+    for (auto& t : trackers_) t.tracked = tracked_;
+  }
+
  private:
   // The spec's steps 1-4 literally: two full SVDs per token (the oracle).
   void on_token_reference(eviction::HeadState& st, const float* k, const float* v,
@@ -71,7 +78,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   void on_token_fast(eviction::HeadState& st, const float* k, const float* v,
                      const eviction::QueryRows& q, int64_t pos) {
     const int64_t D = head_dim();
-    SubspaceLeverage& lev = trackers_[tracker_index(st)];
+    SubspaceLeverage& lev = trackers_[head_index(st)];
     const bool had_stored = st.n > 0;
     if (had_stored) {
       if (tracked_) {  // build W = a ⊙ V straight into the tracker's fp32 block
@@ -117,15 +124,7 @@ class CurDKVCache final : public eviction::EvictionCache {
     }
   }
 
-  size_t tracker_index(const eviction::HeadState& st) {
-    // one tracker per (batch, head) state, found by address (states never move after shape)
-    for (size_t i = 0; i < tracker_owner_.size(); ++i)
-      if (tracker_owner_[i] == &st) return i;
-    tracker_owner_.push_back(&st);
-    trackers_.emplace_back();
-    trackers_.back().tracked = tracked_;
-    return trackers_.size() - 1;
-  }
+
 
  private:
   // W_[0, n) = a ⊙ V[0, n), a = driving attention of this token over K[0, n).
@@ -150,7 +149,6 @@ class CurDKVCache final : public eviction::EvictionCache {
   std::vector<double> attn_, tmp_, lev_;
   Eigen::VectorXd wnew_;
   std::vector<SubspaceLeverage> trackers_;
-  std::vector<const eviction::HeadState*> tracker_owner_;
   eviction::RowMatD W_;  // Eigen-owned (aligned): reductions do not depend on input addresses
 };
 
@@ -163,8 +161,8 @@ MethodInfo curdkv_method_info() {
   m.description =
       "value-aware eviction: cumulative leverage score of the attention-weighted value block";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
       opt_int("rank_cap", 16, 1, 65536, "leading singular directions in each leverage estimate"),
       opt_choice("score", "cumulative", {"cumulative", "mean"},
                  "eviction key: summed leverage, or leverage per update received"),

@@ -54,8 +54,8 @@ MethodInfo h2o_method_info() {
   m.family = Family::Eviction;
   m.description = "Heavy-Hitter Oracle: evict the token with the least cumulative attention mass";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
       opt_int("recent", 0, 0, kMaxBudget, "most recent positions that are never evicted"),
       opt_float("decay", "1", 0.0, 1.0, "multiplier on old scores before each accumulation"),
       opt_choice("query", "true", {"true", "proxy"},

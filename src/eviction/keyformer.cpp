@@ -104,8 +104,8 @@ MethodInfo keyformer_method_info() {
   m.family = Family::Eviction;
   m.description = "H2O over a Gumbel-softmax of the logits with noise frozen per token (seeded)";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
       opt_int("recent", 0, 0, kMaxBudget, "most recent positions that are never evicted"),
       opt_float("temperature", "1", 1e-3, 1e3,
                 "Gumbel-softmax temperature tau: larger flattens each step's distribution"),

@@ -38,8 +38,8 @@ MethodInfo knorm_method_info() {
   m.family = Family::Eviction;
   m.description = "keep the tokens whose keys have the lowest L2 norm";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
   };
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {

@@ -114,8 +114,8 @@ MethodInfo kvzip_method_info() {
   m.description =
       "context-reconstruction reliance: evict the token a replay of the context attends to least";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
       opt_choice("probe", "repeat", {"repeat", "latest"},
                  "probe: every kept key replayed (max attention), or the latest token (= tova)"),
       opt_choice("query", "true", {"true", "proxy"},

@@ -102,6 +102,11 @@ void SubspaceLeverage::track(int64_t D, int64_t r) {
 
 void SubspaceLeverage::stored(const RowMatD& W, int64_t n, int64_t rank_cap, double* out) {
   const int64_t D = W.cols();
+  if (tracked) {  // one code path for tracked mode: the fp32 block
+    if (n > 0) block(n, D).topRows(n) = W.topRows(n).cast<float>();
+    stored_block(n, rank_cap, out);
+    return;
+  }
   n_prev_ = n;
   if (n <= 0) return;
   auto Wn = W.topRows(n);
@@ -119,32 +124,12 @@ void SubspaceLeverage::stored(const RowMatD& W, int64_t n, int64_t rank_cap, dou
       l = norms / trace_prev_;
     }
     // The enlarged block (n + 1 rows) may need the subspace even though this one did not.
-    W_prev_ = nullptr;
     if (std::min<int64_t>({rank_cap, n + 1, D}) != std::min<int64_t>(n + 1, D)) {
-      if (tracked) {
-        W_prev_ = &W;  // seed_tracked() needs the block and a subspace of it
-        const int64_t r1 = std::min<int64_t>({rank_cap, n + 1, D});
-        if (Wf_.rows() < n || Wf_.cols() != D) Wf_.resize(std::max<int64_t>(n, 2 * Wf_.rows()), D);
-        Wf_.topRows(n) = Wn.cast<float>();
-        if (Qf_.rows() != D || Qf_.cols() != r1) {
-          G_.setZero(D, D);
-          G_.selfadjointView<Eigen::Lower>().rankUpdate(Wn.transpose());
-          Q_.resize(0, 0);
-          track(D, r1);
-          Qf_ = Q_.leftCols(r1).cast<float>();
-        }
-        Pf_.noalias() = Wf_.topRows(n) * Qf_;
-        return;
-      }
       G_.setZero(D, D);
       G_.selfadjointView<Eigen::Lower>().rankUpdate(Wn.transpose());
     } else {
       G_.resize(0, 0);
     }
-    return;
-  }
-  if (tracked) {
-    stored_tracked(W, n, r, out);
     return;
   }
   G_.setZero(D, D);
@@ -167,7 +152,7 @@ double SubspaceLeverage::seed_scaled(double c, const double* w_new, int64_t D, i
   if (!(total > 0)) return 0.0;
   const int64_t r = std::min<int64_t>({rank_cap, n, D});
   if (r == std::min(n, D)) return wn2 / total;
-  if (tracked && (W_prev_ != nullptr || block_ready_)) return seed_tracked(c, w_new, D, r);
+  if (tracked && block_ready_) return seed_tracked(c, w_new, D, r);
   VQ_CHECK(G_.rows() == D, Error, "SubspaceLeverage::seed_scaled without a preceding stored()");
   G_ *= c * c;
   G_.selfadjointView<Eigen::Lower>().rankUpdate(w);
@@ -201,7 +186,6 @@ Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& SubspaceL
 void SubspaceLeverage::stored_block(int64_t n, int64_t rank_cap, double* out) {
   const int64_t D = Wf_.cols();
   n_prev_ = n;
-  W_prev_ = nullptr;
   block_ready_ = false;
   if (n <= 0) return;
   auto Wf = Wf_.topRows(n);
@@ -237,39 +221,6 @@ void SubspaceLeverage::stored_block(int64_t n, int64_t rank_cap, double* out) {
   Pf_.noalias() = Wf * Qf_;
   block_ready_ = true;
   if (r != std::min(n, D)) l = Pf_.rowwise().squaredNorm().cast<double>() / trace_prev_;
-}
-
-void SubspaceLeverage::stored_tracked(const RowMatD& W, int64_t n, int64_t r, double* out) {
-  const int64_t D = W.cols();
-  auto Wn = W.topRows(n);
-  Eigen::Map<Eigen::VectorXd> l(out, n);
-  W_prev_ = &W;
-  trace_prev_ = Wn.squaredNorm();
-  if (!(trace_prev_ > 0)) {
-    l.setZero();
-    Pf_.setZero(n, r);
-    return;
-  }
-  if (Wf_.rows() < n || Wf_.cols() != D) Wf_.resize(std::max<int64_t>(n, 2 * Wf_.rows()), D);
-  auto Wf = Wf_.topRows(n);
-  Wf = Wn.cast<float>();
-  if (Qf_.rows() != D || Qf_.cols() != r) {
-    // cold start: exact top-r subspace once (double eigensolve)
-    G_.setZero(D, D);
-    G_.selfadjointView<Eigen::Lower>().rankUpdate(Wn.transpose());
-    Q_.resize(0, 0);
-    track(D, r);
-    Qf_ = Q_.leftCols(r).cast<float>();
-  } else {
-    // one warm-started subspace iteration: Q <- orth(W^T W Q)
-    Pf_.noalias() = Wf * Qf_;
-    Yf_.noalias() = Wf.transpose() * Pf_;
-    Eigen::HouseholderQR<Eigen::MatrixXf> qr(Yf_);
-    Qf_ = qr.householderQ() * Eigen::MatrixXf::Identity(D, r);
-    ++iterations_;
-  }
-  Pf_.noalias() = Wf * Qf_;
-  l = Pf_.rowwise().squaredNorm().cast<double>() / trace_prev_;
 }
 
 double SubspaceLeverage::seed_tracked(double c, const double* w_new, int64_t D, int64_t r) {

@@ -66,7 +66,6 @@ class SubspaceLeverage {
   // Makes Q_ span the top eigenspace of G_ (D x D, lower triangle valid); returns columns kept.
   void track(int64_t D, int64_t r);
 
-  void stored_tracked(const RowMatD& W, int64_t n, int64_t r, double* out);
   double seed_tracked(double c, const double* w_new, int64_t D, int64_t r);
 
   Eigen::MatrixXd G_, Q_, Z_, T_;
@@ -74,7 +73,6 @@ class SubspaceLeverage {
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Wf_;
   Eigen::MatrixXf Qf_, Pf_, Yf_;
   Eigen::VectorXf Wuf_;
-  const RowMatD* W_prev_ = nullptr;
   bool block_ready_ = false;  // Wf_/Qf_/Pf_ describe the last stored block (tracked seed)
   Eigen::VectorXd tmp_;
   int64_t n_prev_ = 0;

@@ -1,10 +1,19 @@
 // Small helpers shared by eviction methods' registry entries.
 #pragma once
 
+#include "core/options.hpp"
 #include "veloxquant/config.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq::eviction {
+
+/// The two options every budgeted eviction method shares, spelled once.
+inline OptionSpec budget_option() {
+  return opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)");
+}
+inline OptionSpec n_sink_option() {
+  return opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted");
+}
 
 /// Rejects n_sink >= budget (with n_sink > 0): the sinks alone would fill the cache.
 inline void check_sinks_below_budget(const CacheConfig& c) {

@@ -63,8 +63,8 @@ MethodInfo morphkv_method_info() {
   m.family = Family::Eviction;
   m.description = "evict the token the last `window` positions attend to least (fused attention)";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
       opt_int("window", 32, 1, 65536,
               "recent positions whose attention decides retention (1 = tova's rule)"),
       opt_choice("fusion", "sum", {"sum", "max"},

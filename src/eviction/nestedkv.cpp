@@ -122,8 +122,8 @@ MethodInfo nestedkv_method_info() {
   m.description =
       "key-only blend of stable, episodic and current signals per head with a surprise gate";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
       opt_float("episodic_rate", "0.1", 1e-6, 1.0,
                 "beta: weight of each new key in the episodic (recent) mean; memory ~ 1/beta keys"),
   };

@@ -94,8 +94,8 @@ MethodInfo qfilters_method_info() {
   m.description =
       "keep the keys with the largest projection on a per-head key-SVD direction frozen at prefill";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
   };
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {

@@ -141,8 +141,8 @@ MethodInfo snapkv_method_info() {
   m.description =
       "one-shot prompt compression by the pooled attention of the last `window` positions";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
-      opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted"),
+      eviction::budget_option(),
+      eviction::n_sink_option(),
       opt_int("window", 32, 1, 65536,
               "observation window: last prompt positions that vote (and are kept); clamped to "
               "budget - sinks"),

@@ -37,7 +37,7 @@ MethodInfo streaming_llm_method_info() {
   m.family = Family::Eviction;
   m.description = "attention sinks plus a rolling window of the most recent tokens";
   m.options = {
-      opt_int("budget", 512, 1, kMaxBudget, "most tokens kept per head (sinks included)"),
+      eviction::budget_option(),
       opt_int("n_sink", 4, 0, kMaxBudget,
               "leading positions kept forever (the attention sinks); the rest is the window"),
   };

@@ -251,7 +251,6 @@ TEST(Curdkv, FastSolverTracksTheOracleWhenTheRankCapTruncates) {
   auto V = vqtest::random_tensor(1, 2, 120, 32, 12);
   auto fast = vq::make_cache("curdkv:budget=40,n_sink=2,rank_cap=8,solver=fast", 32);
   auto ref = vq::make_cache("curdkv:budget=40,n_sink=2,rank_cap=8,solver=reference", 32);
-  // Same history for both: feed tokens one by one and compare per-step leverage on a fixed block.
   fast->update(K, V);
   ref->update(K, V);
   const auto pf = fast->fetch().positions, pr = ref->fetch().positions;
