@@ -90,7 +90,7 @@ void register_eval(CLI::App& app, Globals& g) {
       "tinystories-val.txt with the default method set");
   struct Opts {
     std::string model, tokenizer, text, methods, json, plot;
-    int64_t max_tokens = kDefaultMaxTokens, prefill = 0;
+    int64_t max_tokens = kDefaultMaxTokens, prefill = 0, skip_tokens = 0;
     uint64_t seed = 0;
     bool strict_view = false;
   };
@@ -104,6 +104,10 @@ void register_eval(CLI::App& app, Globals& g) {
                   "uniform at 2 and 4 bits per value; q8_0; q4_0)");
   cmd->add_option("--max-tokens", o->max_tokens,
                   "text tokens to evaluate (0 = the whole text; default 4088 = 8 windows of 511)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--skip-tokens", o->skip_tokens,
+                  "text tokens to skip before the evaluated part (e.g. the part a calibration "
+                  "file was fitted on, so the evaluation is held out)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--prefill", o->prefill,
                   "tokens of each window fed through the exact prefill path (0 = all one by one)")
@@ -122,7 +126,11 @@ void register_eval(CLI::App& app, Globals& g) {
     const std::string tok_path = resolve_tokenizer(o->tokenizer, mc.vocab_size);
     const vq::Tokenizer tok = vq::Tokenizer::load(tok_path, mc.vocab_size);
     const std::string text_path = vq::find_model_file(kDefaultText, o->text);
-    const std::vector<int32_t> enc = tok.encode(read_text_file(text_path), false, false);
+    std::vector<int32_t> enc = tok.encode(read_text_file(text_path), false, false);
+    VQ_CHECK(o->skip_tokens < static_cast<int64_t>(enc.size()), vq::InvalidArgument,
+             "--skip-tokens ", o->skip_tokens, " leaves nothing to evaluate: the text '", text_path,
+             "' encodes to ", enc.size(), " tokens");
+    enc.erase(enc.begin(), enc.begin() + o->skip_tokens);
     const auto windows = vq::eval::make_windows(enc, mc.seq_len, o->max_tokens);
     VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
              "' encodes to no tokens");
@@ -150,7 +158,8 @@ void register_eval(CLI::App& app, Globals& g) {
           model_path.c_str(), static_cast<long long>(mc.dim), static_cast<long long>(mc.n_layers),
           static_cast<long long>(mc.n_heads), static_cast<long long>(mc.n_kv_heads),
           static_cast<long long>(mc.head_dim()), static_cast<long long>(mc.seq_len));
-      std::printf("text %s: %lld windows, %lld predicted tokens, prefill %lld\n", text_path.c_str(),
+      std::printf("text %s: %lld tokens skipped, %lld windows, %lld predicted tokens, prefill %lld\n",
+                  text_path.c_str(), static_cast<long long>(o->skip_tokens),
                   static_cast<long long>(rep.n_windows),
                   static_cast<long long>(rep.predicted_tokens), static_cast<long long>(o->prefill));
       std::printf(
@@ -182,6 +191,7 @@ void register_eval(CLI::App& app, Globals& g) {
                            {"windows", rep.n_windows},
                            {"predicted_tokens", rep.predicted_tokens},
                            {"prefill", o->prefill},
+                           {"skip_tokens", o->skip_tokens},
                            {"seed", o->seed},
                            {"strict_view", o->strict_view},
                            {"reference", to_json(rep.reference)},

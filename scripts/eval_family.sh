@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The whole method family on a real model at matched memory (README "The whole family"):
+#   eviction at 1/8, 1/4 and 1/2 of the model's context; transform methods at 2, 3 and 4 bits per
+#   value (bit_budget = b * head_dim; methods with fixed rates appear once, or at their own b).
+# Usage: scripts/eval_family.sh MODEL TOKENIZER OUT_PREFIX [MAX_TOKENS] [BUILD_DIR]
+#   e.g. scripts/eval_family.sh stories260K.bin tok512.bin results/family_stories260K 20440
+# Writes OUT_PREFIX_eviction.json and OUT_PREFIX_transform.json (veloxquant eval --json).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+MODEL="$1"; TOK="$2"; OUT="$3"; MAX="${4:-20440}"; BUILD="${5:-build}"
+VQ="$BUILD/bin/veloxquant"
+MODELS="${VQ_MODELS_DIR:-$ROOT/../shared/models}"
+MPATH="$MODEL"; [[ -f "$MPATH" ]] || MPATH="$MODELS/$MODEL"
+TPATH="$TOK"; [[ -f "$TPATH" ]] || TPATH="$MODELS/$TOK"
+# context and head_dim from the checkpoint header (7 little-endian int32, docs/eval.md)
+read -r CTX D < <(python3 -c 'import struct,sys
+d,h,l,nh,nkv,v,s=struct.unpack("<7i",open(sys.argv[1],"rb").read(28)); print(s, d//nh)' "$MPATH")
+ev=""
+for div in 8 4 2; do
+  b=$((CTX / div)); r=$((b / 2))
+  for m in "h2o:budget=$b" "h2o:budget=$b,recent=$r" "curdkv:budget=$b" "curdkv:budget=$b,score=mean" \
+           "streaming_llm:budget=$b" "tova:budget=$b" "snapkv:budget=$b" "knorm:budget=$b" \
+           "qfilters:budget=$b" "keyformer:budget=$b" "morphkv:budget=$b" "kvzip:budget=$b" \
+           "nestedkv:budget=$b"; do
+    ev+="$m;"
+  done
+done
+tr=""
+for bits in 2 3 4; do
+  bb=$((bits * D))
+  for m in "kvtc:bit_budget=$bb" "kvtc:bit_budget=$bb,alloc=waterfill" "uniform:bit_budget=$bb" \
+           "svdq_split:bit_budget=$bb" "kivi:bits=$bits" "gear:bits=$bits" \
+           "spectralquant:signal_bits=$((bits + 1)),noise_bits=$((bits - 1))"; do
+    tr+="$m;"
+  done
+done
+tr+="palu;svdq;q4_0;q8_0"
+"$VQ" eval --model "$MPATH" --tokenizer "$TPATH" --max-tokens "$MAX" --methods "full;${ev%;}" \
+  --json "${OUT}_eviction.json"
+"$VQ" eval --model "$MPATH" --tokenizer "$TPATH" --max-tokens "$MAX" --methods "full;$tr" \
+  --json "${OUT}_transform.json"
