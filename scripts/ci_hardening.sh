@@ -36,7 +36,15 @@ t0=$SECONDS
 cmake -S . -B "$BUILD" -G Ninja "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
   -DVQ_SANITIZE=ON -DVQ_BUILD_FUZZ="$FUZZ" -DVQ_BUILD_BENCH=OFF -DVQ_BUILD_PYTHON=OFF > /dev/null
-cmake --build "$BUILD" -j "$JOBS"
+# Only what the stages below run: the test binary, the CLI it drives, the replay drivers and the
+# libFuzzer targets (no C example, install consumers or benchmarks).
+targets=(vq_tests veloxquant_cli)
+for corpus in fuzz/corpus/*/; do
+  name="$(basename "$corpus")"
+  targets+=("vq_replay_$name")
+  [[ "$FUZZ" == ON ]] && targets+=("vq_fuzz_$name")
+done
+cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
 echo "   built in $((SECONDS - t0)) s"
 
 echo "== hardening 2/4: vq_tests under ASan + UBSan"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot `veloxquant eval --json` results: quality against compression.
 
-usage: /usr/bin/python3 scripts/plot_eval.py RESULTS.json [MORE.json ...] OUT.png
+usage: /usr/bin/python3 scripts/plot_eval.py RESULTS.json[+MERGED.json] [MORE.json ...] OUT.png
 
 Two panels per input file: mean KL(full || method) (log scale) and top-1 agreement with the full
 cache, each against the compression ratio vs fp16 (bytes held per token, averaged over positions).
@@ -21,11 +21,17 @@ def main(argv):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    # a '+' between files merges them into one row (e.g. eviction+transform runs of one model)
     inputs, out = argv[1:-1], argv[-1]
     fig, axes = plt.subplots(len(inputs), 2, figsize=(12, 4.5 * len(inputs)), squeeze=False)
     for row, path in enumerate(inputs):
-        with open(path) as f:
+        parts = path.split("+")
+        with open(parts[0]) as f:
             res = json.load(f)
+        for extra_path in parts[1:]:
+            with open(extra_path) as f:
+                more = json.load(f)
+            res["methods"] += [m for m in more["methods"] if m["spec"] != "full"]
         groups = {}
         for m in res["methods"]:
             spec = m["spec"]
@@ -37,7 +43,9 @@ def main(argv):
             kv = dict(o.split("=", 1) for o in opts.split(",") if "=" in o)
             extra = []
             for o in opts.split(","):
-                if not o or o.startswith(("budget=", "bit_budget=")):
+                # the swept quantities (budget, bits) are the x axis, not a variant
+                if not o or o.startswith(("budget=", "bit_budget=", "bits=", "signal_bits=",
+                                          "noise_bits=")):
                     continue
                 name, _, val = o.partition("=")
                 # a window that scales with the budget is one variant, not one per budget
