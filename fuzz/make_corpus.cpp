@@ -146,6 +146,37 @@ void huffman_seeds() {
       }
     }
   }
+  // Mode-4 streams (coding/range_coder.hpp): segments peaked at their own symbol. The high five
+  // bits of byte 0 select the segment length as the target does (the index among n's divisors).
+  struct Mode4 {
+    int width;
+    size_t seg, n_seg;
+    bool peaked;
+  };
+  const Mode4 cases[] = {{1, 64, 4, true}, {2, 1, 30, false}, {3, 10, 12, true},
+                         {4, 128, 8, true}, {5, 3, 9, true},   {6, 40, 5, true},
+                         {8, 32, 6, true},  {8, 1, 1, false},  {4, 7, 1, true}};
+  vq::coding::RangeStreamEncoder renc;
+  for (const Mode4& c : cases) {
+    const size_t n = c.seg * c.n_seg;
+    const uint32_t A = 1u << c.width;
+    std::vector<uint8_t> sym(n);
+    for (size_t j = 0; j < c.n_seg; ++j) {
+      const uint32_t peak = static_cast<uint32_t>(rng.below(A));
+      for (size_t i = 0; i < c.seg; ++i) {
+        uint32_t v = c.peaked ? peak : static_cast<uint32_t>(rng.below(A));
+        while (c.peaked && rng.uniform() < 0.2) v = (v + 1) % A;
+        sym[j * c.seg + i] = static_cast<uint8_t>(v);
+      }
+    }
+    unsigned sel = 0;
+    for (size_t d = 1; d < c.seg; ++d) sel += n % d == 0 ? 1u : 0u;
+    Bytes b = {static_cast<uint8_t>((c.width - 1) | (sel << 3)), static_cast<uint8_t>(n & 0xFF),
+               static_cast<uint8_t>(n >> 8)};
+    renc.encode(sym.data(), n, c.width, c.seg, b);
+    put("huffman", "mode4_w" + std::to_string(c.width) + "_n" + std::to_string(n) + "_s" +
+                       std::to_string(c.seg), b);
+  }
 }
 
 void vqkv_seeds() {

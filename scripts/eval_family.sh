@@ -5,11 +5,13 @@
 # Usage: scripts/eval_family.sh MODEL TOKENIZER OUT_PREFIX [MAX_TOKENS] [BUILD_DIR]
 #   e.g. scripts/eval_family.sh stories260K.bin tok512.bin results/family_stories260K 20440
 # Writes OUT_PREFIX_eviction.json and OUT_PREFIX_transform.json (veloxquant eval --json).
+# Environment: VQ_PARTS="eviction transform" (the default: both), VQ_BIN (default BUILD_DIR/bin/veloxquant).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 MODEL="$1"; TOK="$2"; OUT="$3"; MAX="${4:-20440}"; BUILD="${5:-build}"
-VQ="$BUILD/bin/veloxquant"
+VQ="${VQ_BIN:-$BUILD/bin/veloxquant}"
+PARTS="${VQ_PARTS:-eviction transform}"
 MODELS="${VQ_MODELS_DIR:-$ROOT/../shared/models}"
 MPATH="$MODEL"; [[ -f "$MPATH" ]] || MPATH="$MODELS/$MODEL"
 TPATH="$TOK"; [[ -f "$TPATH" ]] || TPATH="$MODELS/$TOK"
@@ -21,7 +23,7 @@ for div in 8 4 2; do
   b=$((CTX / div)); r=$((b / 2))
   for m in "h2o:budget=$b" "h2o:budget=$b,recent=$r" "curdkv:budget=$b" "curdkv:budget=$b,score=mean" \
            "streaming_llm:budget=$b" "tova:budget=$b" "snapkv:budget=$b" "knorm:budget=$b" \
-           "qfilters:budget=$b" "keyformer:budget=$b" "morphkv:budget=$b" "kvzip:budget=$b" \
+           "qfilters:budget=$b" "keyformer:budget=$b" "keyformer:budget=$b,recent=$r" "morphkv:budget=$b" "kvzip:budget=$b" \
            "nestedkv:budget=$b"; do
     ev+="$m;"
   done
@@ -36,7 +38,12 @@ for bits in 2 3 4; do
   done
 done
 tr+="palu;svdq;q4_0;q8_0"
-"$VQ" eval --model "$MPATH" --tokenizer "$TPATH" --max-tokens "$MAX" --methods "full;${ev%;}" \
-  --json "${OUT}_eviction.json"
-"$VQ" eval --model "$MPATH" --tokenizer "$TPATH" --max-tokens "$MAX" --methods "full;$tr" \
-  --json "${OUT}_transform.json"
+for part in $PARTS; do
+  case "$part" in
+    eviction) methods="full;${ev%;}" ;;
+    transform) methods="full;$tr" ;;
+    *) echo "eval_family.sh: unknown part '$part' (eviction|transform)" >&2; exit 2 ;;
+  esac
+  "$VQ" eval --model "$MPATH" --tokenizer "$TPATH" --max-tokens "$MAX" --methods "$methods" \
+    --json "${OUT}_${part}.json"
+done

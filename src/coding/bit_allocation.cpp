@@ -119,6 +119,82 @@ std::vector<int> dp_allocate_bits(const std::vector<double>& variances, int64_t 
   return bits;
 }
 
+std::vector<int> dp_allocate_bits_table(const std::vector<double>& dist, int64_t stride,
+                                        int64_t budget, const std::vector<int>& choices) {
+  VQ_CHECK(budget >= 0, InvalidArgument, "bit allocation: budget = ", budget, " must be >= 0");
+  VQ_CHECK(!choices.empty() && choices.front() == 0, InvalidArgument,
+           "dp_allocate_bits_table: choices must be sorted and start with 0");
+  const int max_choice = choices.back();
+  VQ_CHECK(stride > max_choice && dist.size() % static_cast<size_t>(stride) == 0,
+           InvalidArgument, "dp_allocate_bits_table: stride ", stride,
+           " must exceed the largest choice ", max_choice, " and divide the table size ",
+           dist.size());
+  for (size_t i = 0; i < dist.size(); ++i)
+    VQ_CHECK(std::isfinite(dist[i]) && dist[i] >= 0, InvalidArgument,
+             "dp_allocate_bits_table: entry ", i, " = ", dist[i], " must be finite and >= 0");
+  const int64_t n = static_cast<int64_t>(dist.size()) / stride;
+  if (n == 0) return {};
+  const int64_t cap = std::min<int64_t>(budget, n * max_choice);
+  const size_t W = static_cast<size_t>(cap + 1);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += dist[static_cast<size_t>(i * stride)];
+  const double tol = kTieTolerance * total;
+
+  std::vector<double> next_cost(W, 0.0), cur_cost(W);
+  std::vector<int64_t> next_bits(W, 0), cur_bits(W);
+  std::vector<uint8_t> choice(static_cast<size_t>(n) * W);
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const double* di = dist.data() + i * stride;
+    uint8_t* ch = choice.data() + static_cast<size_t>(i) * W;
+    for (int64_t c = 0; c <= cap; ++c) {
+      double best_cost = 0;
+      int64_t best_bits = 0;
+      int best_b = -1;
+      for (auto it = choices.rbegin(); it != choices.rend(); ++it) {
+        const int b = *it;
+        if (b > c) continue;
+        const size_t rest = static_cast<size_t>(c - b);
+        const double cost = di[b] + next_cost[rest];
+        const int64_t bits = b + next_bits[rest];
+        bool better;
+        if (best_b < 0) {
+          better = true;
+        } else if (std::abs(cost - best_cost) <= tol) {
+          better = bits < best_bits;
+        } else {
+          better = cost < best_cost;
+        }
+        if (better) {
+          best_cost = cost;
+          best_bits = bits;
+          best_b = b;
+        }
+      }
+      cur_cost[static_cast<size_t>(c)] = best_cost;
+      cur_bits[static_cast<size_t>(c)] = best_bits;
+      ch[c] = static_cast<uint8_t>(best_b);
+    }
+    std::swap(cur_cost, next_cost);
+    std::swap(cur_bits, next_bits);
+  }
+  std::vector<int> bits(static_cast<size_t>(n));
+  int64_t c = cap;
+  for (int64_t i = 0; i < n; ++i) {
+    const int b = choice[static_cast<size_t>(i) * W + static_cast<size_t>(c)];
+    bits[static_cast<size_t>(i)] = b;
+    c -= b;
+  }
+  return bits;
+}
+
+double table_distortion(const std::vector<double>& dist, int64_t stride,
+                        const std::vector<int>& bits) {
+  double s = 0;
+  for (size_t i = 0; i < bits.size(); ++i)
+    s += dist[i * static_cast<size_t>(stride) + static_cast<size_t>(bits[i])];
+  return s;
+}
+
 std::vector<int> waterfill_allocate_bits(const std::vector<double>& variances, int64_t budget,
                                          const std::vector<int>& choices, double beta) {
   check_common(budget, beta);

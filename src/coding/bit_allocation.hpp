@@ -40,6 +40,19 @@ std::vector<int> normalize_bit_choices(const std::vector<int64_t>& choices);
 std::vector<int> dp_allocate_bits(const std::vector<double>& variances, int64_t budget,
                                   const std::vector<int>& choices, double beta);
 
+/// The same exact DP over an arbitrary distortion table: dist[i * stride + b] is component i's
+/// distortion at b bits (b = 0..max choice; stride > max choice; finite, >= 0), n = dist.size() /
+/// stride components. The tie tolerance is 1e-12 of sum_i dist[i][0] (the total variance for an
+/// analytic table) and ties are broken as in dp_allocate_bits, so with the table
+/// v_i * beta^-b the result equals dp_allocate_bits(v, budget, choices, beta). The table need
+/// not decrease with b (a measured 1-bit error can exceed the dropped one): the DP takes whatever
+/// width is cheapest.
+std::vector<int> dp_allocate_bits_table(const std::vector<double>& dist, int64_t stride,
+                                        int64_t budget, const std::vector<int>& choices);
+/// sum_i dist[i * stride + bits[i]].
+double table_distortion(const std::vector<double>& dist, int64_t stride,
+                        const std::vector<int>& bits);
+
 /// Continuous water-filling snapped to `choices` and rebalanced: while over budget, the component
 /// whose step down to the next lower choice adds the least distortion per bit saved steps down;
 /// then, while bits remain, the component whose step up gains the most distortion per bit spent

@@ -241,6 +241,39 @@ StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
   return encode_impl(symbols, n, width, out, true);
 }
 
+const char* entropy_policy_name(EntropyPolicy p) {
+  switch (p) {
+    case EntropyPolicy::Huffman: return "huffman";
+    case EntropyPolicy::Auto: return "auto";
+  }
+  return "?";
+}
+
+StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
+                                   std::vector<uint8_t>& out, EntropyPolicy policy,
+                                   size_t segment_length) {
+  if (policy == EntropyPolicy::Huffman || n == 0) return encode_impl(symbols, n, width, out, true);
+  VQ_CHECK(policy == EntropyPolicy::Auto, InvalidArgument, "entropy encode: unknown policy ",
+           int(policy));
+  VQ_CHECK(segment_length >= 1 && segment_length <= n && n % segment_length == 0, InvalidArgument,
+           "entropy encode: segment length ", segment_length, " must be in [1, ", n,
+           "] and divide the count ", n);
+  const size_t start = out.size();
+  StreamSizes sz = encode_impl(symbols, n, width, out, true);
+  // A single-symbol stream (1 + varint(n) + 1 bytes) is smaller than any mode-4 header.
+  if (sz.mode == StreamMode::Single) return sz;
+  range_stream_.clear();
+  const RangeStreamSize rs = range_.encode(symbols, n, width, segment_length, range_stream_);
+  if (rs.total() < sz.total()) {
+    out.resize(start);
+    out.insert(out.end(), range_stream_.begin(), range_stream_.end());
+    sz.mode = StreamMode::Range;
+    sz.overhead = rs.overhead;
+    sz.payload = rs.payload;
+  }
+  return sz;
+}
+
 StreamSizes HuffmanEncoder::encode_reference(const uint8_t* symbols, size_t n, int width,
                                              std::vector<uint8_t>& out) {
   return encode_impl(symbols, n, width, out, false);
@@ -492,6 +525,9 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
       in.skip(static_cast<size_t>(payload), "Huffman payload");
       return;
     }
+    case StreamMode::Range:
+      range_.decode_body(in, out, n, width);
+      return;
   }
   VQ_THROW(FormatError, "entropy stream: unknown mode ", int(mode));
 }

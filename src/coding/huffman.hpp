@@ -1,12 +1,16 @@
-// Canonical order-0 Huffman coding of byte symbols, with a fixed-width fallback.
+// Canonical order-0 Huffman coding of byte symbols, with a fixed-width fallback, and (on request)
+// the segmented adaptive range coder of coding/range_coder.hpp.
 //
 // One call codes a sequence of n symbols, each < 2^width (width 1..8, the quantizer's bit width),
-// into a self-delimiting stream appended to a byte vector. The stream is whichever of these is
-// smallest (ties in this order): single-symbol, fixed width, Huffman. So a stream never costs more
-// than fixed-width packing plus its 1 + varint(n) byte header.
+// into a self-delimiting stream appended to a byte vector. With EntropyPolicy::Huffman (the
+// default) the stream is whichever of these is smallest (ties in this order): single-symbol, fixed
+// width, Huffman. So a stream never costs more than fixed-width packing plus its 1 + varint(n)
+// byte header. EntropyPolicy::Auto also codes the symbols in mode 4 (one adaptive model per
+// segment of `segment_length` symbols) and keeps that stream only when it is strictly smaller.
 //
 // Stream layout (all counts are LEB128 varints, see byte_io.hpp; modes are never renumbered):
-//   u8 mode                 0 = empty, 1 = single symbol, 2 = Huffman, 3 = fixed width
+//   u8 mode                 0 = empty, 1 = single symbol, 2 = Huffman, 3 = fixed width,
+//                           4 = segmented adaptive range coder (layout in range_coder.hpp)
 //   varint count            number of symbols (must equal what the decoder expects)
 //   mode 1:  u8 symbol
 //   mode 2:  u8 alphabet_size - 1 (A <= 2^width),
@@ -30,13 +34,23 @@
 #include <vector>
 
 #include "coding/byte_io.hpp"
+#include "coding/range_coder.hpp"
 
 namespace vq::coding {
 
 /// Longest Huffman code (lengths are limited so the decode table has at most 4096 entries).
 constexpr int kMaxCodeLength = 12;
 
-enum class StreamMode : uint8_t { Empty = 0, Single = 1, Huffman = 2, Fixed = 3 };
+enum class StreamMode : uint8_t { Empty = 0, Single = 1, Huffman = 2, Fixed = 3, Range = 4 };
+static_assert(static_cast<uint8_t>(StreamMode::Range) == kRangeStreamMode);
+
+/// Which stream modes an encoder may choose from. Decoders accept every mode regardless.
+enum class EntropyPolicy : uint8_t {
+  Huffman = 0,  ///< modes 0..3 only: the bytes this coder wrote before mode 4 existed
+  Auto = 1,     ///< also try mode 4; keep it only when strictly smaller than the Huffman family
+};
+/// "huffman" / "auto".
+const char* entropy_policy_name(EntropyPolicy p);
 
 /// What one encoded stream cost, in bytes.
 struct StreamSizes {
@@ -54,6 +68,10 @@ class HuffmanEncoder {
   /// Fast path: codes go out through a 64-bit accumulator, 32 bits per store into a buffer sized
   /// up front; fixed-width payloads are packed eight symbols (width bytes) at a time.
   StreamSizes encode(const uint8_t* symbols, size_t n, int width, std::vector<uint8_t>& out);
+  /// The same with a policy. Auto (n >= 1) needs 1 <= segment_length <= n dividing n; mode 4 then
+  /// gives each run of segment_length symbols its own adaptive model. Huffman ignores the length.
+  StreamSizes encode(const uint8_t* symbols, size_t n, int width, std::vector<uint8_t>& out,
+                     EntropyPolicy policy, size_t segment_length);
   /// The plain bit-at-a-time writer (reference for tests); produces the same bytes as encode().
   StreamSizes encode_reference(const uint8_t* symbols, size_t n, int width,
                                std::vector<uint8_t>& out);
@@ -65,6 +83,8 @@ class HuffmanEncoder {
   std::vector<uint64_t> freq_;
   std::vector<uint8_t> lengths_;
   std::vector<uint32_t> codes_;
+  std::vector<uint8_t> range_stream_;
+  RangeStreamEncoder range_;
   StreamSizes encode_impl(const uint8_t* symbols, size_t n, int width, std::vector<uint8_t>& out,
                           bool fast);
 };
@@ -82,6 +102,7 @@ class HuffmanDecoder {
  private:
   void decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast);
   std::vector<uint16_t> table_;  // symbol | (length << 8); length 0 = no code
+  RangeStreamDecoder range_;
 };
 
 /// Build length-limited Huffman code lengths (<= max_len) for freq[0:A); unused symbols get 0.

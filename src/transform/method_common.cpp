@@ -14,7 +14,11 @@ std::vector<OptionSpec> pca_common_options() {
               "tokens per coded chunk; newer tokens wait raw (fp16, counted) until a chunk fills"),
       opt_int("fit_tokens", 0, 0, 1 << 20,
               "tokens kept raw before the basis and allocation are fitted and frozen "
-              "(0 = head_dim, so the first fit can be full rank)"),
+              "(0 = 2 x head_dim: centering costs one rank, so head_dim rows could never "
+              "give a full-rank basis)"),
+      opt_choice("entropy", "huffman", {"huffman", "auto"},
+                 "entropy streams: huffman = order-0 Huffman / fixed width only; auto = also try "
+                 "an adaptive range coder with one model per component and keep the smaller"),
   };
 }
 
@@ -34,6 +38,8 @@ PcaSettings pca_settings(const CacheConfig& c, int64_t head_dim, AllocRule rule,
   if (from_alloc_option) s.rule = c.get_string("alloc") == "waterfill" ? AllocRule::Waterfill : AllocRule::Dp;
   const int64_t b = c.get_int("bit_budget");
   s.bit_budget = b == 0 ? 4 * head_dim : b;
+  s.entropy = c.get_string("entropy") == "auto" ? coding::EntropyPolicy::Auto
+                                                : coding::EntropyPolicy::Huffman;
   if (s.rule == AllocRule::Dp || s.rule == AllocRule::Waterfill) {
     s.bit_choices = coding::normalize_bit_choices(c.get_int_list("bit_choices"));
     s.beta = c.get_float("beta");
@@ -45,7 +51,7 @@ TransformSettings pca_transform_settings(const CacheConfig& c, int64_t head_dim)
   TransformSettings t;
   t.chunk_tokens = c.get_int("chunk_tokens");
   const int64_t f = c.get_int("fit_tokens");
-  t.fit_tokens = f == 0 ? head_dim : f;
+  t.fit_tokens = f == 0 ? 2 * head_dim : f;
   t.coupled = false;
   return t;
 }

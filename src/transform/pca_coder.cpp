@@ -13,6 +13,7 @@ namespace vq::transform {
 namespace {
 
 constexpr uint8_t kPcaFormatV1 = 1;
+constexpr uint8_t kPcaFormatCalibrated = 2;
 
 using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -91,8 +92,39 @@ PcaModel fit_pca_model(const float* X, int64_t n, int64_t D, const PcaSettings& 
   return m;
 }
 
-PcaRowCoder::PcaRowCoder(int64_t D, PcaSettings settings)
-    : RowCoder(D), settings_(std::move(settings)) {}
+PcaRowCoder::PcaRowCoder(int64_t D, PcaSettings settings, StreamId id)
+    : RowCoder(D), settings_(std::move(settings)), id_(id) {}
+
+int64_t PcaRowCoder::external_bytes() const {
+  if (!fitted_ || !calibrated_) return 0;
+  return 4 * width() * (1 + model_.kept());
+}
+
+PcaModel PcaRowCoder::calibrated_model(const CalibrationEntry& e, const std::vector<int>& bits,
+                                       bool fixed) {
+  const int64_t D = width();
+  PcaModel m;
+  m.D = D;
+  m.variances = e.variances;
+  m.bits = bits;
+  m.mean = e.mean;
+  fixed_params_.clear();
+  for (int64_t j = 0; j < D; ++j) {
+    const int b = bits[static_cast<size_t>(j)];
+    if (b == 0) continue;
+    m.basis.insert(m.basis.end(), e.basis.begin() + j * D, e.basis.begin() + (j + 1) * D);
+    m.kept_bits.push_back(b);
+    if (fixed) {
+      const size_t t = static_cast<size_t>(j * kCalibWidths + b);
+      const float lo = e.range_lo[t], hi = e.range_hi[t];
+      fixed_params_.push_back(coding::AffineParams{
+          lo, std::max((hi - lo) / static_cast<float>(coding::quant_levels(b)), coding::kMinScale)});
+    }
+  }
+  calibrated_ = true;
+  fixed_ranges_ = fixed;
+  return m;
+}
 
 void PcaRowCoder::set_model(PcaModel m) {
   model_ = std::move(m);
@@ -118,6 +150,32 @@ void PcaRowCoder::set_model(PcaModel m) {
 void PcaRowCoder::fit(const float* rows, int64_t n, EncodedSection& sec) {
   assert(!fitted_);
   const int64_t D = width();
+  if (settings_.calibration) {
+    const Calibration& cal = *settings_.calibration;
+    const int64_t idx = cal.entry_index(id_.layer, id_.head, id_.kv);
+    const CalibrationEntry& e = cal.entries[static_cast<size_t>(idx)];
+    std::vector<int> bits;
+    if (settings_.measured_alloc) {
+      bits = coding::dp_allocate_bits_table(
+          settings_.quant_calibrated ? e.dist_range : e.dist_chunk, kCalibWidths,
+          settings_.bit_budget, settings_.bit_choices);
+    } else {
+      bits = allocate_bits(e.variances, settings_);
+    }
+    auto& out = sec.bytes;
+    const size_t start = out.size();
+    coding::put_u8(out, kPcaFormatCalibrated);
+    coding::put_varint(out, static_cast<uint64_t>(D));
+    for (int i = 0; i < 8; ++i)
+      coding::put_u8(out, static_cast<uint8_t>(settings_.calibration_id >> (8 * i)));
+    coding::put_varint(out, static_cast<uint64_t>(idx));
+    coding::put_u8(out, settings_.quant_calibrated ? 1 : 0);
+    for (int b : bits) coding::put_u8(out, static_cast<uint8_t>(b));
+    sec.breakdown.params += static_cast<int64_t>(out.size() - start);
+    set_model(calibrated_model(e, bits, settings_.quant_calibrated));
+    return;
+  }
+  assert(n >= 1);
   PcaModel m = fit_pca_model(rows, n, D, settings_);
   auto& out = sec.bytes;
   const size_t start = out.size();
@@ -136,11 +194,39 @@ void PcaRowCoder::fit(const float* rows, int64_t n, EncodedSection& sec) {
 void PcaRowCoder::read_header(coding::ByteReader& in) {
   const int64_t D = width();
   const uint8_t format = in.u8("kvtc section format");
-  VQ_CHECK(format == kPcaFormatV1, FormatError, "kvtc section: unknown format ", int(format),
-           " (this build reads format ", int(kPcaFormatV1), ")");
+  VQ_CHECK(format == kPcaFormatV1 || format == kPcaFormatCalibrated, FormatError,
+           "kvtc section: unknown format ", int(format), " (this build reads formats ",
+           int(kPcaFormatV1), " and ", int(kPcaFormatCalibrated), ")");
   const uint64_t d = in.varint("kvtc section head_dim", UINT64_MAX);
   VQ_CHECK(d == static_cast<uint64_t>(D), FormatError, "kvtc section: head_dim ", d,
            " does not match the block's head_dim ", D);
+  if (format == kPcaFormatCalibrated) {
+    in.need(8, "kvtc section calibration id");
+    uint64_t id = 0;
+    for (int i = 0; i < 8; ++i) id |= static_cast<uint64_t>(in.u8("kvtc section calibration id")) << (8 * i);
+    VQ_CHECK(settings_.calibration != nullptr, FormatError,
+             "kvtc section: references calibration id ", id,
+             " but this decoder has no calibration loaded (basis=local)");
+    VQ_CHECK(id == settings_.calibration_id, FormatError, "kvtc section: references calibration id ",
+             id, " but the loaded calibration has id ", settings_.calibration_id);
+    const Calibration& cal = *settings_.calibration;
+    VQ_CHECK(cal.head_dim == D, FormatError, "kvtc section: the calibration's head_dim ",
+             cal.head_dim, " differs from ", D);
+    const uint64_t idx = in.varint("kvtc section calibration entry", cal.entries.size() - 1);
+    const uint8_t q = in.u8("kvtc section quant mode");
+    VQ_CHECK(q <= 1, FormatError, "kvtc section: quant mode ", int(q),
+             "; allowed 0 (chunk) or 1 (calibrated)");
+    in.need(static_cast<size_t>(D), "kvtc section bit widths");
+    std::vector<int> bits(static_cast<size_t>(D));
+    for (int64_t j = 0; j < D; ++j) {
+      const uint8_t b = in.u8("kvtc section bit width");
+      VQ_CHECK(b <= coding::kMaxQuantBits, FormatError, "kvtc section: component ", j,
+               " has bit width ", int(b), "; allowed [0, ", coding::kMaxQuantBits, "]");
+      bits[static_cast<size_t>(j)] = b;
+    }
+    set_model(calibrated_model(cal.entries[static_cast<size_t>(idx)], bits, q == 1));
+    return;
+  }
   const int64_t k = static_cast<int64_t>(in.varint("kvtc section component count",
                                                    static_cast<uint64_t>(D)));
   PcaModel m;
@@ -187,17 +273,22 @@ void PcaRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& sec
     for (int64_t j = 0; j < k; ++j) {
       const int b = model_.kept_bits[static_cast<size_t>(j)];
       const float* lj = lat_.data() + j * n;
-      const coding::AffineParams p = coding::fit_affine(lj, n, b);
+      // Fixed ranges clamp what falls outside (quantize_affine clips the codes).
+      const coding::AffineParams p =
+          fixed_ranges_ ? fixed_params_[static_cast<size_t>(j)] : coding::fit_affine(lj, n, b);
       params_[static_cast<size_t>(j)] = p;
       coding::quantize_affine(lj, n, p, b, codes_.data() + slot_[static_cast<size_t>(j)] * n);
-      coding::put_f32(out, &p.min, 1);
-      coding::put_f32(out, &p.scale, 1);
+      if (!fixed_ranges_) {
+        coding::put_f32(out, &p.min, 1);
+        coding::put_f32(out, &p.scale, 1);
+      }
     }
   }
   sec.breakdown.params += static_cast<int64_t>(out.size() - start);
   for (const Group& g : groups_) {
     const coding::StreamSizes sz =
-        enc_.encode(codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width, out);
+        enc_.encode(codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width, out,
+                    settings_.entropy, static_cast<size_t>(n));
     sec.breakdown.table += sz.overhead;
     sec.breakdown.payload += sz.payload;
     sec.fixed_width_payload += sz.fixed_width_payload;
@@ -217,6 +308,10 @@ int64_t PcaRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, floa
     return n;
   }
   for (int64_t j = 0; j < k; ++j) {
+    if (fixed_ranges_) {
+      params_[static_cast<size_t>(j)] = fixed_params_[static_cast<size_t>(j)];
+      continue;
+    }
     float mp[2];
     in.f32(mp, 2, "kvtc chunk quantizer params");
     VQ_CHECK(mp[1] > 0.0f, FormatError, "kvtc chunk: component ", j, " has scale ", mp[1],
@@ -224,6 +319,7 @@ int64_t PcaRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, floa
     params_[static_cast<size_t>(j)] = coding::AffineParams{mp[0], mp[1]};
   }
   ensure_scratch(n, false);
+  // Any stream mode is accepted here (mode 4 included), whatever the encoder's entropy policy.
   for (const Group& g : groups_)
     dec_.decode(in, codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width);
   for (int64_t j = 0; j < k; ++j)

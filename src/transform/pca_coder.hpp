@@ -11,9 +11,17 @@
 //   u8     bits[k]           each in [1, 8], component order (descending variance)
 //   f32    mean[D]
 //   f32    basis[k][D]       unit direction of each surviving component
+// or, with a calibration (kvtc:basis=<path>; the basis lives in the shared .vqcal file):
+//   u8     format = 2
+//   varint D
+//   u64    calibration id    XXH64 checksum of the .vqcal file; must match the loaded one
+//   varint entry             index of the (layer, head, K/V) entry in the calibration
+//   u8     quant             0 = per-chunk (min, scale); 1 = the calibration's fixed ranges
+//   u8     bits[D]           every component's width in [0, 8], calibration component order
 // Chunk:
 //   varint n                 tokens in the chunk (>= 1)
 //   f32    (min, scale)[k]   the affine quantizer of each surviving component over this chunk
+//                            (absent when quant = 1: min = range_lo, scale = (hi - lo) / levels)
 //   one entropy stream (coding/huffman.hpp) per bit width present, ascending width: the codes of
 //   the components with that width, component order, each component's n codes in token order.
 // Dropped (0-bit) components are not stored at all: the decoder reconstructs them as 0 latent.
@@ -21,11 +29,13 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "coding/huffman.hpp"
 #include "coding/quantizer.hpp"
 #include "transform/row_coder.hpp"
+#include "veloxquant/calibration.hpp"
 
 namespace vq::transform {
 
@@ -37,6 +47,16 @@ struct PcaSettings {
   int64_t bit_budget = 0;        ///< bits per token across components (resolved, >= 0)
   std::vector<int> bit_choices;  ///< normalized (sorted, unique, starts with 0); DP/waterfill only
   double beta = 3.5;             ///< distortion decay of the D(v, b) = v beta^-b model
+  /// Entropy streams: Huffman family only, or also mode 4 (one adaptive model per component).
+  coding::EntropyPolicy entropy = coding::EntropyPolicy::Huffman;
+  /// kvtc basis=<path>: the shared calibration (null = a local basis fitted on the stream) and
+  /// its id. With it, rule Dp allocates from the calibration's variances unless measured_alloc
+  /// (alloc=dp_measured: the DP over its measured distortion table).
+  std::shared_ptr<const Calibration> calibration;
+  uint64_t calibration_id = 0;
+  bool measured_alloc = false;
+  /// quant=calibrated: each component's calibrated fixed range, no per-chunk parameters.
+  bool quant_calibrated = false;
 };
 
 /// The frozen state of a fitted stream.
@@ -58,10 +78,13 @@ std::vector<int> allocate_bits(const std::vector<double>& variances, const PcaSe
 
 class PcaRowCoder final : public RowCoder {
  public:
-  /// Encoder/decoder for head dimension D. A decoder only needs D (settings unused).
-  PcaRowCoder(int64_t D, PcaSettings settings);
+  /// Encoder/decoder for head dimension D. A decoder only needs D (settings unused), plus the
+  /// calibration when the stored header references one. `id` picks the calibration entry.
+  PcaRowCoder(int64_t D, PcaSettings settings, StreamId id = {});
 
   bool needs_fit() const override { return true; }
+  bool fit_uses_rows() const override { return settings_.calibration == nullptr; }
+  int64_t external_bytes() const override;
   void fit(const float* rows, int64_t n, EncodedSection& sec) override;
   void read_header(coding::ByteReader& in) override;
   void encode_chunk(const float* rows, int64_t n, EncodedSection& sec) override;
@@ -72,6 +95,8 @@ class PcaRowCoder final : public RowCoder {
 
  private:
   void set_model(PcaModel m);
+  /// Model of calibration entry `entry` with widths bits[D]; fills fixed_params_ when `fixed`.
+  PcaModel calibrated_model(const CalibrationEntry& e, const std::vector<int>& bits, bool fixed);
   void ensure_scratch(int64_t n, bool centered_rows);
 
   using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -82,8 +107,12 @@ class PcaRowCoder final : public RowCoder {
   };
 
   PcaSettings settings_;
+  StreamId id_;
   PcaModel model_;
   bool fitted_ = false;
+  bool calibrated_ = false;         // the model comes from a calibration entry (header format 2)
+  bool fixed_ranges_ = false;       // chunks carry no params (quant=calibrated)
+  std::vector<coding::AffineParams> fixed_params_;  // [k] when fixed_ranges_
   std::vector<int64_t> order_;  // kept components sorted by (width, index)
   std::vector<int64_t> slot_;   // slot_[j]: position of kept component j in order_
   std::vector<Group> groups_;

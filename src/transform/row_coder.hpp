@@ -14,6 +14,14 @@
 
 namespace vq::transform {
 
+/// Which stream a coder is built for (a calibrated coder picks its basis with it).
+struct StreamId {
+  int64_t layer = 0;    ///< CacheContext::layer
+  int64_t head = 0;     ///< KV head; -1 for a heads-coupled stream
+  int kv = 0;           ///< 0 = keys, 1 = values
+  int64_t n_heads = 0;  ///< H of the cache (0 = unknown, e.g. a block codec)
+};
+
 class RowCoder {
  public:
   explicit RowCoder(int64_t width) : width_(width) {}
@@ -26,8 +34,15 @@ class RowCoder {
   /// True when the coder fits state (a basis, an allocation) on its first rows.
   virtual bool needs_fit() const = 0;
   /// Fit on rows [n, W] (n >= 1) and append the section header to `sec` (with its byte breakdown).
-  /// Called once, before any encode_chunk.
+  /// Called once, before any encode_chunk. A coder whose fit_uses_rows() is false (its model is
+  /// given, e.g. a calibration file) ignores the rows and may be called with n = 0.
   virtual void fit(const float* rows, int64_t n, EncodedSection& sec) = 0;
+  /// False when fit() only writes the header of a model the coder already holds: a cache then
+  /// writes it at once and never waits for fit_tokens rows.
+  virtual bool fit_uses_rows() const { return true; }
+  /// Bytes of model state the decoder needs but the section does not store (a basis shared per
+  /// model through a calibration file); reported, never counted in the stored size.
+  virtual int64_t external_bytes() const { return 0; }
   /// Decoder side: parse the header written by fit() and take the state it describes.
   /// Throws FormatError on malformed bytes.
   virtual void read_header(coding::ByteReader& in) = 0;

@@ -47,10 +47,20 @@ std::vector<int64_t> even_chunks(int64_t n, int64_t chunk) {
 
 TransformCache::TransformCache(CacheConfig config, CacheContext ctx, TransformSettings settings,
                                CoderFactory factory)
+    : TransformCache(std::move(config), ctx, settings,
+                     StreamCoderFactory([f = std::move(factory)](int64_t width, const StreamId&) {
+                       return f(width);
+                     })) {}
+
+TransformCache::TransformCache(CacheConfig config, CacheContext ctx, TransformSettings settings,
+                               StreamCoderFactory factory)
     : KVCache(std::move(config), ctx), settings_(settings), factory_(std::move(factory)) {
   VQ_CHECK(settings_.chunk_tokens >= 1 && settings_.fit_tokens >= 1, InvalidArgument,
            this->config().method(), ": chunk_tokens = ", settings_.chunk_tokens,
            " and fit_tokens = ", settings_.fit_tokens, " must both be >= 1");
+  VQ_CHECK(settings_.sink_tokens >= 0 && settings_.recent_tokens >= 0, InvalidArgument,
+           this->config().method(), ": sink_tokens = ", settings_.sink_tokens,
+           " and recent_tokens = ", settings_.recent_tokens, " must both be >= 0");
 }
 
 int64_t TransformCache::width() const {
@@ -77,8 +87,9 @@ void TransformCache::on_shape_known(int64_t B, int64_t H) {
     for (int64_t g = 0; g < per_batch; ++g)
       for (int kv = 0; kv < 2; ++kv) {
         Stream& st = streams_[static_cast<size_t>((b * per_batch + g) * 2 + kv)];
-        st.enc = factory_(W);
-        st.dec = factory_(W);
+        const StreamId id{context().layer, settings_.coupled ? -1 : g, kv, H};
+        st.enc = factory_(W, id);
+        st.dec = factory_(W, id);
         st.b = b;
         st.h = g;
         st.kv = kv;
@@ -110,44 +121,58 @@ void TransformCache::do_update(const Tensor& keys, const Tensor& values, const T
 
   for (Stream& st : streams_) {
     const Tensor& src = st.kv == 0 ? keys : values;
-    grow_to(st.pending, static_cast<size_t>((st.n_pending + S) * W));
+    // Sink positions stay as the fp16 rows already in the view and never reach the coder.
+    const int64_t sink = std::min(S, settings_.sink_tokens - st.n_sink);
+    st.n_sink += sink;
+    const int64_t S2 = S - sink;
+    grow_to(st.pending, static_cast<size_t>((st.n_pending + S2) * W));
     float* dst = st.pending.data() + st.n_pending * W;
     if (settings_.coupled) {
-      for (int64_t t = 0; t < S; ++t)
+      for (int64_t t = 0; t < S2; ++t)
         for (int64_t h = 0; h < H; ++h)
-          std::memcpy(dst + t * W + h * D, src.row(st.b, h, t), sizeof(float) * static_cast<size_t>(D));
+          std::memcpy(dst + t * W + h * D, src.row(st.b, h, sink + t),
+                      sizeof(float) * static_cast<size_t>(D));
     } else {
-      std::memcpy(dst, src.head(st.b, st.h), sizeof(float) * static_cast<size_t>(S * D));
+      std::memcpy(dst, src.head(st.b, st.h) + sink * D, sizeof(float) * static_cast<size_t>(S2 * D));
     }
-    st.n_pending += S;
+    st.n_pending += S2;
     process(st);
   }
   refresh_view();
 }
 
+void TransformCache::write_header(Stream& st) {
+  st.enc->fit(st.pending.data(), st.n_pending, st.sec);
+  coding::ByteReader r(st.sec.bytes.data(), st.sec.bytes.size());
+  st.dec->read_header(r);
+  assert(r.at_end());
+  st.read_pos = r.pos();
+  st.fitted = true;
+}
+
 void TransformCache::process(Stream& st) {
+  const int64_t keep = settings_.recent_tokens, chunk = settings_.chunk_tokens;
   int64_t consumed = 0;
   if (!st.fitted) {
     if (!st.enc->needs_fit()) {
       st.fitted = true;
-    } else if (st.n_pending >= settings_.fit_tokens) {
-      st.enc->fit(st.pending.data(), st.n_pending, st.sec);
-      coding::ByteReader r(st.sec.bytes.data(), st.sec.bytes.size());
-      st.dec->read_header(r);
-      assert(r.at_end());
-      st.read_pos = r.pos();
-      st.fitted = true;
-      // The rows the fit saw are encoded at once (the spec's prefill), in even chunks.
-      for (int64_t n : even_chunks(st.n_pending, settings_.chunk_tokens)) {
+    } else if (st.enc->fit_uses_rows() && st.n_pending >= settings_.fit_tokens) {
+      write_header(st);
+      // The rows the fit saw are encoded at once (the spec's prefill), in even chunks, except
+      // the recent_tokens newest, which stay raw.
+      for (int64_t n : even_chunks(std::max<int64_t>(0, st.n_pending - keep), chunk)) {
         encode_rows(st, consumed, n);
         consumed += n;
       }
     }
   }
-  if (st.fitted) {
-    while (st.n_pending - consumed >= settings_.chunk_tokens) {
-      encode_rows(st, consumed, settings_.chunk_tokens);
-      consumed += settings_.chunk_tokens;
+  // A coder with a given model (no fit on rows) writes its header before its first chunk.
+  const bool ready = st.fitted || !st.enc->fit_uses_rows();
+  if (ready) {
+    while (st.n_pending - consumed - chunk >= keep) {
+      if (!st.fitted) write_header(st);
+      encode_rows(st, consumed, chunk);
+      consumed += chunk;
     }
   }
   const int64_t W = width();
@@ -173,7 +198,7 @@ void TransformCache::encode_rows(Stream& st, int64_t first, int64_t n) {
   while (got < n) got += st.dec->decode_chunk(r, n - got, decoded_.data() + got * W);
   assert(got == n && r.at_end());
   st.read_pos = r.pos();
-  const int64_t row0 = st.n_encoded;
+  const int64_t row0 = st.n_sink + st.n_encoded;
   if (settings_.coupled) {
     for (int64_t h = 0; h < H; ++h) {
       HeadBuf& hb = heads_[static_cast<size_t>(st.b * H + h)];
@@ -207,16 +232,18 @@ CacheStats TransformCache::stats() const {
   const double D = static_cast<double>(head_dim());
   ByteBreakdown bd[2];
   int64_t fixed_payload[2] = {0, 0};
-  int64_t raw_tokens = 0, encoded_tokens = 0;
+  int64_t raw_tokens = 0, encoded_tokens = 0, sink_tokens = 0, external = 0;
   bool all_fitted = !streams_.empty();
   for (const Stream& s : streams_) {
     bd[s.kv] += s.sec.breakdown;
-    bd[s.kv].raw += s.n_pending * width() * 2;
+    bd[s.kv].raw += (s.n_pending + s.n_sink) * width() * 2;
     fixed_payload[s.kv] += s.sec.fixed_width_payload;
     all_fitted = all_fitted && s.fitted;
+    if (s.fitted) external += s.enc->external_bytes();
   }
   if (!streams_.empty()) {
-    raw_tokens = streams_[0].n_pending;
+    raw_tokens = streams_[0].n_pending + streams_[0].n_sink;
+    sink_tokens = streams_[0].n_sink;
     encoded_tokens = streams_[0].n_encoded;
   }
   const double full_kv =
@@ -259,6 +286,8 @@ CacheStats TransformCache::stats() const {
       {"table_bytes", static_cast<double>(all.table)},
       {"raw_bytes", static_cast<double>(all.raw)},
       {"raw_tokens", static_cast<double>(raw_tokens)},
+      {"sink_tokens", static_cast<double>(sink_tokens)},
+      {"external_basis_bytes", static_cast<double>(external)},
       {"encoded_tokens", static_cast<double>(encoded_tokens)},
       {"fitted", all_fitted ? 1.0 : 0.0},
   };

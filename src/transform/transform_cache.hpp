@@ -8,6 +8,10 @@
 //      then frozen; those rows are encoded right away in chunks of at most chunk_tokens, split
 //      evenly. Coders without a fit start at once.
 //   3. After that, each time chunk_tokens rows are waiting they are encoded as one chunk.
+//      A coder whose model is given (fit_uses_rows() false: a calibration file) skips 2 and writes
+//      its header before its first chunk.
+// Optional (kvtc): the first sink_tokens positions stay fp16 for good and never reach the coder;
+// with recent_tokens, a chunk is encoded only when that many rows remain raw after it.
 // Each chunk is decoded once, from its stored bytes, by a decoder rebuilt from the stored header,
 // into a per-head fp32 buffer that view() exposes; raw rows appear there fp16-rounded. So the cost
 // per token is constant (no re-encoding of history) and the view is exactly what a reader of the
@@ -25,10 +29,16 @@ namespace vq::transform {
 
 using CoderFactory = std::function<std::unique_ptr<RowCoder>(int64_t width)>;
 
+using StreamCoderFactory =
+    std::function<std::unique_ptr<RowCoder>(int64_t width, const StreamId& id)>;
+
 struct TransformSettings {
   int64_t chunk_tokens = 128;  ///< rows per chunk once fitted (>= 1)
   int64_t fit_tokens = 1;      ///< rows collected before a fitting coder fits (>= 1)
   bool coupled = false;        ///< one stream spans every head of a batch row (W = H * D)
+  int64_t sink_tokens = 0;     ///< the first positions are kept at fp16 and never encoded
+  int64_t recent_tokens = 0;   ///< a chunk is encoded only if this many rows stay raw after it
+  bool pre_rope = false;       ///< the cache asks the engine for un-rotated keys
 };
 
 /// Sizes of `n` rows split evenly into chunks of at most `chunk` rows.
@@ -38,11 +48,18 @@ class TransformCache final : public KVCache {
  public:
   TransformCache(CacheConfig config, CacheContext ctx, TransformSettings settings,
                  CoderFactory factory);
+  /// A factory told each stream's identity (layer, head, K/V).
+  TransformCache(CacheConfig config, CacheContext ctx, TransformSettings settings,
+                 StreamCoderFactory factory);
+
+  bool wants_pre_rope_keys() const override { return settings_.pre_rope; }
 
   /// Byte accounting: kept_bytes is the realized total (stored sections + raw window at fp16).
   /// extra: kvtc_bytes, pre_entropy_bytes, entropy_coding_gain, full_seq_bytes,
   /// compression_ratio, each also with _k / _v; basis_bytes, params_bytes, payload_bytes,
-  /// table_bytes, raw_bytes, raw_tokens, encoded_tokens, fitted.
+  /// table_bytes, raw_bytes, raw_tokens (window + sinks), sink_tokens, encoded_tokens, fitted,
+  /// external_basis_bytes (a calibration's shared basis the streams use but do not store; not in
+  /// kept_bytes).
   CacheStats stats() const override;
 
   const TransformSettings& settings() const { return settings_; }
@@ -68,6 +85,7 @@ class TransformCache final : public KVCache {
     int64_t n_pending = 0;
     int64_t n_rounded = 0;          // leading pending rows already rounded to fp16
     int64_t n_encoded = 0;
+    int64_t n_sink = 0;             // leading rows kept raw for good (sink_tokens); not in pending
     bool fitted = false;
     int64_t b = 0, h = 0;           // first head covered
     int kv = 0;
@@ -80,10 +98,11 @@ class TransformCache final : public KVCache {
   int64_t width() const;
   void process(Stream& st);
   void encode_rows(Stream& st, int64_t first, int64_t n);
+  void write_header(Stream& st);
   void refresh_view();
 
   TransformSettings settings_;
-  CoderFactory factory_;
+  StreamCoderFactory factory_;
   std::vector<Stream> streams_;
   std::vector<HeadBuf> heads_;          // index b * H + h
   std::vector<int64_t> positions_;      // 0..n-1, shared by every head
