@@ -40,7 +40,7 @@ struct CalibrationEntry {
   std::vector<double> dist_chunk;  ///< [D, 9] per-chunk min/max quantizer
   std::vector<double> dist_range;  ///< [D, 9] calibrated fixed-range quantizer
   std::vector<float> range_lo;     ///< [D, 9] (b = 0 entries are 0, unused)
-  std::vector<float> range_hi;     ///< [D, 9] range_hi > range_lo for b >= 1
+  std::vector<float> range_hi;     ///< [D, 9] range_hi >= range_lo for b >= 1 (equal: constant)
   bool operator==(const CalibrationEntry& o) const = default;
 };
 
@@ -70,7 +70,11 @@ struct Calibration {
   static Calibration parse(const uint8_t* data, size_t size);
   void save(const std::string& path) const;                ///< IoError
   static Calibration load(const std::string& path);        ///< IoError / FormatError
-  bool operator==(const Calibration& o) const = default;
+  /// Set by parse(): the checksum it verified, returned by id() without re-serializing.
+  /// 0 = compute. Code that edits a parsed calibration must reset it to 0.
+  uint64_t verified_id = 0;
+  /// Field equality (verified_id is not compared).
+  bool operator==(const Calibration& o) const;
 };
 
 /// The loaded calibration at `path`, shared: a file is read once per process and again only when

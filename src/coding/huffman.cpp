@@ -113,7 +113,7 @@ struct FastBitReader {
   const uint8_t* end;
   uint64_t buf = 0;
   int have = 0;
-  void refill() {
+  __attribute__((always_inline)) void refill() {
     if (end - p >= 8) {
       uint64_t w;
       std::memcpy(&w, p, 8);
@@ -131,6 +131,37 @@ struct FastBitReader {
     }
   }
 };
+
+// The pair-table loop (see decode_impl): runs while at least 8 symbols remain, starting at
+// out[i]; returns the next index and adds the bits it consumed to `used`. A separate function
+// with its state in locals, so that the bit buffer stays in registers.
+__attribute__((noinline)) size_t decode_pairs(FastBitReader& reader, const uint16_t* pair,
+                                              int max_len, uint8_t* out, size_t i, size_t n,
+                                              uint64_t& used) {
+  FastBitReader fr = reader;
+  const int shift = 64 - max_len;
+  uint64_t bits = 0;
+  while (i + 8 <= n) {  // four lookups use at most 4 * max_len <= 48 buffered bits
+    fr.refill();
+    for (int t = 0; t < 4; ++t) {
+      const size_t x = static_cast<size_t>(fr.buf >> shift);
+      const uint16_t syms = pair[2 * x];
+      const uint16_t meta = pair[2 * x + 1];
+      const int l = meta & 0xFF;
+      const size_t cnt = meta >> 8;
+      if (__builtin_expect(cnt == 0, 0)) throw_invalid_code(i);
+      out[i] = static_cast<uint8_t>(syms & 0xFFu);  // both bytes written; i + 2 <= n here
+      out[i + 1] = static_cast<uint8_t>(syms >> 8);
+      fr.buf <<= l;
+      fr.have -= l;
+      bits += static_cast<uint64_t>(l);
+      i += cnt;
+    }
+  }
+  reader = fr;
+  used += bits;
+  return i;
+}
 
 }  // namespace
 
@@ -470,12 +501,39 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
                   table_.begin() + static_cast<std::ptrdiff_t>(first + span),
                   static_cast<uint16_t>(s | (static_cast<uint32_t>(l) << 8)));
       }
-      const uint16_t* table = table_.data();
       if (fast) {
         FastBitReader fr{in.cursor(), in.cursor() + payload};
         const int shift = 64 - max_len;
         uint64_t used = 0;
         size_t i = 0;
+        // Two codes per lookup when both fit in the max_len-bit window: a second table after the
+        // first, two uint16 per entry = (first symbol | second symbol << 8, total length | count
+        // << 8), count 2 when the second code is complete in the window, else 1 (0: no code).
+        // It costs 2^max_len entries to build, so only streams long enough to repay that use it.
+        if (n >= 2 * tsize && n >= 64) {
+          table_.resize(3 * tsize);
+          uint16_t* pair = table_.data() + tsize;
+          const uint16_t* single = table_.data();
+          const size_t mask = tsize - 1;
+          for (size_t x = 0; x < tsize; ++x) {
+            const uint16_t e1 = single[x];
+            const int l1 = e1 >> 8;
+            uint16_t syms = static_cast<uint16_t>(e1 & 0xFFu), meta = 0;
+            if (l1 > 0) {
+              meta = static_cast<uint16_t>(l1 | (1 << 8));
+              const uint16_t e2 = single[(x << l1) & mask];
+              const int l2 = e2 >> 8;
+              if (l2 > 0 && l1 + l2 <= max_len) {
+                syms = static_cast<uint16_t>(syms | ((e2 & 0xFFu) << 8));
+                meta = static_cast<uint16_t>((l1 + l2) | (2 << 8));
+              }
+            }
+            pair[2 * x] = syms;
+            pair[2 * x + 1] = meta;
+          }
+          i = decode_pairs(fr, pair, max_len, out, i, n, used);
+        }
+        const uint16_t* table = table_.data();
         auto one = [&](size_t at) __attribute__((always_inline)) {
           const uint16_t e = table[fr.buf >> shift];
           const int l = e >> 8;
@@ -507,6 +565,7 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
         in.skip(static_cast<size_t>(payload), "Huffman payload");
         return;
       }
+      const uint16_t* table = table_.data();
       BitReader br(in.cursor(), static_cast<size_t>(payload));
       for (size_t i = 0; i < n; ++i) {
         const uint16_t e = table[br.peek(max_len)];

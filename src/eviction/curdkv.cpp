@@ -47,7 +47,11 @@ class CurDKVCache final : public eviction::EvictionCache {
                                                   st.aux[static_cast<size_t>(i)];
                                          })
                       : argmin_score(st, protect_from);
-      if (victim >= 0) remove_slot(st, victim);
+      if (victim >= 0) {
+        const int64_t last = st.n - 1;
+        remove_slot(st, victim);  // the last row moves into the victim's slot
+        if (tracked_ && !reference_) trackers_[head_index(st)].row_moved(last, victim);
+      }
     }
   }
 
@@ -81,16 +85,13 @@ class CurDKVCache final : public eviction::EvictionCache {
     SubspaceLeverage& lev = trackers_[head_index(st)];
     const bool had_stored = st.n > 0;
     if (had_stored) {
-      if (tracked_) {  // build W = a ⊙ V straight into the tracker's fp32 block
+      if (tracked_) {  // the tracker builds W = a ⊙ V in fp32 and reuses V Q across tokens
         const int64_t n0 = st.n;
         attn_.resize(static_cast<size_t>(n0));
         tmp_.resize(static_cast<size_t>(n0));
         lev_.resize(static_cast<size_t>(n0));
         eviction::driving_attention(st.K, n0, k, q, use_queries_, attn_.data(), tmp_.data());
-        auto& Wf = lev.block(n0, D);
-        for (int64_t i = 0; i < n0; ++i)
-          Wf.row(i) = static_cast<float>(attn_[static_cast<size_t>(i)]) * st.V.row(i);
-        lev.stored_block(n0, rank_cap_, lev_.data());
+        lev.stored_scaled(st.V, attn_.data(), n0, rank_cap_, lev_.data());
       } else {
         weighted_block(st, st.n, k, q);
         lev.stored(W_, st.n, rank_cap_, lev_.data());
@@ -98,6 +99,7 @@ class CurDKVCache final : public eviction::EvictionCache {
       accumulate(st);
     }
     const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
+    if (tracked_) lev.row_replaced(slot);
     const int64_t n = st.n;
     // The proxy (or a single query head) gives a'_i = (1 - a'_new) a_i for the old rows.
     const bool proportional = had_stored && (!use_queries_ || q.G <= 1);

@@ -187,6 +187,7 @@ void SubspaceLeverage::stored_block(int64_t n, int64_t rank_cap, double* out) {
   const int64_t D = Wf_.cols();
   n_prev_ = n;
   block_ready_ = false;
+  vq_ok_ = false;  // Qf_ may change here without VQ_ following it
   if (n <= 0) return;
   auto Wf = Wf_.topRows(n);
   Eigen::Map<Eigen::VectorXd> l(out, n);
@@ -219,6 +220,85 @@ void SubspaceLeverage::stored_block(int64_t n, int64_t rank_cap, double* out) {
     ++iterations_;
   }
   Pf_.noalias() = Wf * Qf_;
+  block_ready_ = true;
+  if (r != std::min(n, D)) l = Pf_.rowwise().squaredNorm().cast<double>() / trace_prev_;
+}
+
+void SubspaceLeverage::row_replaced(int64_t i) {
+  if (i >= 0 && i < static_cast<int64_t>(vq_row_ok_.size())) vq_row_ok_[static_cast<size_t>(i)] = 0;
+}
+
+void SubspaceLeverage::row_moved(int64_t from, int64_t to) {
+  if (from == to) return;
+  const int64_t rows = static_cast<int64_t>(vq_row_ok_.size());
+  if (to < 0 || to >= rows) return;
+  if (from < 0 || from >= rows || !vq_row_ok_[static_cast<size_t>(from)]) {
+    vq_row_ok_[static_cast<size_t>(to)] = 0;
+    return;
+  }
+  VQ_.row(to) = VQ_.row(from);
+  vq_row_ok_[static_cast<size_t>(to)] = 1;
+}
+
+void SubspaceLeverage::stored_scaled(
+    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& V, const double* a,
+    int64_t n, int64_t rank_cap, double* out) {
+  const int64_t D = V.cols();
+  n_prev_ = n;
+  block_ready_ = false;
+  const bool cache_ok = vq_ok_;
+  vq_ok_ = false;
+  if (n <= 0) return;
+  auto& Wfull = block(n, D);
+  if (af_.size() < n) af_.resize(std::max<int64_t>(n, 2 * af_.size()));
+  for (int64_t i = 0; i < n; ++i) {
+    af_(i) = static_cast<float>(a[i]);
+    Wfull.row(i) = af_(i) * V.row(i);
+  }
+  auto Wf = Wfull.topRows(n);
+  auto Vn = V.topRows(n);
+  auto an = af_.head(n);
+  Eigen::Map<Eigen::VectorXd> l(out, n);
+  if (tmp_.size() < n) tmp_.resize(std::max<int64_t>(n, 2 * tmp_.size()));
+  auto norms = tmp_.head(n);
+  norms = Wf.rowwise().squaredNorm().cast<double>();
+  trace_prev_ = norms.sum();
+  if (!(trace_prev_ > 0)) {
+    l.setZero();
+    return;
+  }
+  const int64_t r = std::min<int64_t>({rank_cap, n, D});
+  const int64_t r1 = std::min<int64_t>({rank_cap, n + 1, D});
+  const bool seed_needs_subspace = r1 != std::min<int64_t>(n + 1, D);
+  if (r == std::min(n, D)) {
+    l = norms / trace_prev_;
+    if (!seed_needs_subspace) return;
+  }
+  const int64_t k = r == std::min(n, D) ? r1 : r;
+  if (VQ_.rows() < n || VQ_.cols() != k) {
+    VQ_.resize(std::max<int64_t>(n, 2 * VQ_.rows()), k);
+    vq_row_ok_.assign(static_cast<size_t>(VQ_.rows()), 0);
+  }
+  if (Qf_.rows() != D || Qf_.cols() != k) {
+    G_ = (Wf.transpose() * Wf).cast<double>();  // cold start: exact subspace once
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(G_);
+    Qf_ = es.eigenvectors().rightCols(k).rowwise().reverse().cast<float>();
+    ++fallbacks_;
+  } else {
+    // W Q = diag(a) (V Q): only the rows of V that changed since the last call need a product.
+    for (int64_t i = 0; i < n; ++i)
+      if (!cache_ok || !vq_row_ok_[static_cast<size_t>(i)]) VQ_.row(i).noalias() = Vn.row(i) * Qf_;
+    Pf_.noalias() = an.asDiagonal() * VQ_.topRows(n);
+    Yf_.noalias() = Wf.transpose() * Pf_;
+    Eigen::HouseholderQR<Eigen::MatrixXf> qr(Yf_);
+    Qf_ = qr.householderQ() * Eigen::MatrixXf::Identity(D, k);
+    ++iterations_;
+  }
+  VQ_.topRows(n).noalias() = Vn * Qf_;
+  std::fill(vq_row_ok_.begin(), vq_row_ok_.begin() + n, uint8_t{1});
+  std::fill(vq_row_ok_.begin() + n, vq_row_ok_.end(), uint8_t{0});
+  vq_ok_ = true;
+  Pf_.noalias() = an.asDiagonal() * VQ_.topRows(n);
   block_ready_ = true;
   if (r != std::min(n, D)) l = Pf_.rowwise().squaredNorm().cast<double>() / trace_prev_;
 }

@@ -20,6 +20,7 @@ void leverage_fast(const double* W, int64_t n, int64_t D, int64_t rank_cap, doub
 }  // namespace vq::eviction
 
 #include <Eigen/Dense>
+#include <vector>
 
 namespace vq::eviction {
 
@@ -44,6 +45,20 @@ class SubspaceLeverage {
   /// then call stored_block(). Equivalent to stored() in tracked mode.
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& block(int64_t n, int64_t D);
   void stored_block(int64_t n, int64_t rank_cap, double* out);
+  /// Tracked mode, CurDKV's decode path: the block is W = diag(a) V[0, n) (a: n weights). Builds
+  /// the fp32 block itself and keeps V Q (unscaled) from the previous call, so the iteration's
+  /// input W Q_prev = diag(a) (V Q_prev) costs O(n k) for the rows that did not change instead of
+  /// an n x D x k product (two such products per call instead of three). The same quantities
+  /// as block() + stored_block(), up to fp32 rounding. The caller reports slot changes of V
+  /// between calls with row_replaced() / row_moved(); any other change needs invalidate().
+  void stored_scaled(const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& V,
+                     const double* a, int64_t n, int64_t rank_cap, double* out);
+  /// Row i of V now holds new data (stored_scaled recomputes its V Q row).
+  void row_replaced(int64_t i);
+  /// Row `from` of V moved to slot `to` (the old contents of `to` are gone).
+  void row_moved(int64_t from, int64_t to);
+  /// Forget the cached V Q entirely.
+  void invalidate() { vq_ok_ = false; }
   /// Leverage of w_new in [c * W_prev; w_new] where W_prev is the block of the last stored()
   /// call (n_prev rows). Exact rank-one update of that call's Gram matrix.
   double seed_scaled(double c, const double* w_new, int64_t D, int64_t rank_cap);
@@ -72,6 +87,11 @@ class SubspaceLeverage {
   // tracked mode works in fp32 (the products dominate; scores keep ~1e-6 relative accuracy)
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Wf_;
   Eigen::MatrixXf Qf_, Pf_, Yf_;
+  // stored_scaled's cache: rows [0, n) of VQ_ are V Q_f for the current Qf_ where vq_row_ok_ is set
+  Eigen::MatrixXf VQ_;
+  Eigen::VectorXf af_;
+  std::vector<uint8_t> vq_row_ok_;
+  bool vq_ok_ = false;
   Eigen::VectorXf Wuf_;
   bool block_ready_ = false;  // Wf_/Qf_/Pf_ describe the last stored block (tracked seed)
   Eigen::VectorXd tmp_;

@@ -2,6 +2,8 @@
 // Layout: docs/format.md, "Calibration files".
 #include "veloxquant/calibration.hpp"
 
+#include <unistd.h>
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -75,6 +77,14 @@ void get_f64_nonneg(coding::ByteReader& in, double* out, size_t n, const char* w
              ": ", what, "[", i, "] = ", out[i], " must be finite and >= 0");
   }
   in.skip(8 * n, what);
+}
+
+/// Every float of a stored array finite and within +-1e30, so that sums and a range's quantizer
+/// step (hi - lo) / (2^b - 1) stay finite.
+void check_bounded(const float* x, size_t n, const char* what, size_t entry) {
+  for (size_t i = 0; i < n; ++i)
+    VQ_CHECK(std::isfinite(x[i]) && std::fabs(x[i]) <= 1e30f, FormatError, "calibration entry ",
+             entry, ": ", what, "[", i, "] = ", x[i], " must be finite and within +-1e30");
 }
 
 void check_entry_shape(const CalibrationEntry& e, int64_t D, size_t idx) {
@@ -173,8 +183,15 @@ std::vector<uint8_t> Calibration::serialize() const {
 }
 
 uint64_t Calibration::id() const {
+  if (verified_id != 0) return verified_id;  // parse() checked it against the bytes
   const std::vector<uint8_t> b = serialize();
   return get_u64(b.data() + b.size() - 8);
+}
+
+bool Calibration::operator==(const Calibration& o) const {
+  return n_layers == o.n_layers && n_kv_heads == o.n_kv_heads && head_dim == o.head_dim &&
+         rope == o.rope && shared_heads == o.shared_heads && tokens == o.tokens &&
+         chunk_tokens == o.chunk_tokens && entries == o.entries;
 }
 
 Calibration Calibration::parse(const uint8_t* data, size_t size) {
@@ -235,8 +252,10 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
     const int64_t ei = static_cast<int64_t>(i);
     e.mean.resize(d);
     in.f32(e.mean.data(), d, "calibration mean");
+    check_bounded(e.mean.data(), d, "mean", i);
     e.basis.resize(d * d);
     in.f32(e.basis.data(), d * d, "calibration basis");
+    check_bounded(e.basis.data(), d * d, "basis", i);
     e.variances.resize(d);
     get_f64_nonneg(in, e.variances.data(), d, "variances", ei);
     for (size_t j = 1; j < d; ++j)
@@ -252,6 +271,8 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
       in.f32(e.range_lo.data() + j * kCalibWidths + 1, kCalibWidths - 1, "calibration range_lo");
     for (size_t j = 0; j < d; ++j)
       in.f32(e.range_hi.data() + j * kCalibWidths + 1, kCalibWidths - 1, "calibration range_hi");
+    check_bounded(e.range_lo.data(), t, "range_lo", i);
+    check_bounded(e.range_hi.data(), t, "range_hi", i);
     for (size_t j = 0; j < d; ++j)
       for (int b = 1; b < kCalibWidths; ++b) {
         const size_t k = j * kCalibWidths + static_cast<size_t>(b);
@@ -269,16 +290,38 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
   }
   VQ_CHECK(in.at_end(), FormatError, "calibration file: ", in.remaining(),
            " bytes left over before the checksum");
+  c.verified_id = stored;
   return c;
 }
 
 void Calibration::save(const std::string& path) const {
   const std::vector<uint8_t> b = serialize();
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  VQ_CHECK(f.good(), IoError, "cannot open '", path, "' for writing");
-  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  f.close();
-  VQ_CHECK(!f.fail(), IoError, "failed writing '", path, "'");
+  // Never write a file that load() would refuse: run the reader's checks on the bytes first.
+  try {
+    (void)parse(b.data(), b.size());
+  } catch (const FormatError& e) {
+    VQ_THROW(InvalidArgument, "refusing to write calibration '", path, "': ", e.what());
+  }
+  // Write beside the target and rename, so a concurrent reader sees the old file or the new one.
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    VQ_CHECK(f.good(), IoError, "cannot open '", tmp, "' for writing");
+    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    f.close();
+    if (f.fail()) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      VQ_THROW(IoError, "failed writing '", tmp, "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ec2;
+    std::filesystem::remove(tmp, ec2);
+    VQ_THROW(IoError, "cannot move '", tmp, "' to '", path, "': ", ec.message());
+  }
 }
 
 Calibration Calibration::load(const std::string& path) {

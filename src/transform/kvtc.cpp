@@ -92,6 +92,11 @@ MethodInfo kvtc_method_info() {
     VQ_CHECK(cal->rope == want, InvalidArgument, "kvtc: calibration '", path,
              "' was measured on ", rope_mode_name(cal->rope), "-RoPE keys but the cache has rope=",
              rope_mode_name(want));
+    VQ_CHECK(!(s.measured_alloc && !s.quant_calibrated) || t.chunk_tokens == cal->chunk_tokens,
+             InvalidArgument, "kvtc: alloc=dp_measured with quant=chunk uses the per-chunk error "
+             "the calibration '", path, "' measured with chunk_tokens = ", cal->chunk_tokens,
+             ", but this cache has chunk_tokens = ", t.chunk_tokens,
+             "; match them (calibrate --chunk-tokens) or use quant=calibrated");
     s.calibration = cal;
     s.calibration_id = cal->id();
     transform::StreamCoderFactory f = [s, path](int64_t w, const transform::StreamId& id) {

@@ -97,7 +97,8 @@ PcaRowCoder::PcaRowCoder(int64_t D, PcaSettings settings, StreamId id)
 
 int64_t PcaRowCoder::external_bytes() const {
   if (!fitted_ || !calibrated_) return 0;
-  return 4 * width() * (1 + model_.kept());
+  // mean + kept basis rows (fp32); with quant=calibrated also each kept component's (lo, hi)
+  return 4 * width() * (1 + model_.kept()) + (fixed_ranges_ ? 8 * model_.kept() : 0);
 }
 
 PcaModel PcaRowCoder::calibrated_model(const CalibrationEntry& e, const std::vector<int>& bits,
@@ -173,6 +174,7 @@ void PcaRowCoder::fit(const float* rows, int64_t n, EncodedSection& sec) {
     for (int b : bits) coding::put_u8(out, static_cast<uint8_t>(b));
     sec.breakdown.params += static_cast<int64_t>(out.size() - start);
     set_model(calibrated_model(e, bits, settings_.quant_calibrated));
+    external_entry_ = idx;
     return;
   }
   assert(n >= 1);
@@ -213,6 +215,13 @@ void PcaRowCoder::read_header(coding::ByteReader& in) {
     VQ_CHECK(cal.head_dim == D, FormatError, "kvtc section: the calibration's head_dim ",
              cal.head_dim, " differs from ", D);
     const uint64_t idx = in.varint("kvtc section calibration entry", cal.entries.size() - 1);
+    if (id_.n_heads > 0) {  // a cache stream knows which entry it must use
+      const int64_t want = cal.entry_index(id_.layer, id_.head, id_.kv);
+      VQ_CHECK(idx == static_cast<uint64_t>(want), FormatError, "kvtc section: calibration entry ",
+               idx, " does not belong to this stream (layer ", id_.layer, ", head ", id_.head,
+               ", ", id_.kv == 0 ? "keys" : "values", " use entry ", want, ")");
+    }
+    external_entry_ = static_cast<int64_t>(idx);
     const uint8_t q = in.u8("kvtc section quant mode");
     VQ_CHECK(q <= 1, FormatError, "kvtc section: quant mode ", int(q),
              "; allowed 0 (chunk) or 1 (calibrated)");

@@ -85,6 +85,7 @@ class PcaRowCoder final : public RowCoder {
   bool needs_fit() const override { return true; }
   bool fit_uses_rows() const override { return settings_.calibration == nullptr; }
   int64_t external_bytes() const override;
+  int64_t external_entry() const override { return calibrated_ ? external_entry_ : -1; }
   void fit(const float* rows, int64_t n, EncodedSection& sec) override;
   void read_header(coding::ByteReader& in) override;
   void encode_chunk(const float* rows, int64_t n, EncodedSection& sec) override;
@@ -112,6 +113,7 @@ class PcaRowCoder final : public RowCoder {
   bool fitted_ = false;
   bool calibrated_ = false;         // the model comes from a calibration entry (header format 2)
   bool fixed_ranges_ = false;       // chunks carry no params (quant=calibrated)
+  int64_t external_entry_ = -1;     // calibration entry index when calibrated_
   std::vector<coding::AffineParams> fixed_params_;  // [k] when fixed_ranges_
   std::vector<int64_t> order_;  // kept components sorted by (width, index)
   std::vector<int64_t> slot_;   // slot_[j]: position of kept component j in order_

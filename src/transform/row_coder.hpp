@@ -43,6 +43,9 @@ class RowCoder {
   /// Bytes of model state the decoder needs but the section does not store (a basis shared per
   /// model through a calibration file); reported, never counted in the stored size.
   virtual int64_t external_bytes() const { return 0; }
+  /// Which shared model entry external_bytes() describes (-1 = none): streams that share one
+  /// (batch rows, or heads of a shared-heads calibration) are counted once.
+  virtual int64_t external_entry() const { return -1; }
   /// Decoder side: parse the header written by fit() and take the state it describes.
   /// Throws FormatError on malformed bytes.
   virtual void read_header(coding::ByteReader& in) = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <set>
 
 #include "veloxquant/errors.hpp"
 
@@ -233,13 +234,16 @@ CacheStats TransformCache::stats() const {
   ByteBreakdown bd[2];
   int64_t fixed_payload[2] = {0, 0};
   int64_t raw_tokens = 0, encoded_tokens = 0, sink_tokens = 0, external = 0;
+  std::set<int64_t> external_seen;  // a shared calibration entry is counted once
   bool all_fitted = !streams_.empty();
   for (const Stream& s : streams_) {
     bd[s.kv] += s.sec.breakdown;
     bd[s.kv].raw += (s.n_pending + s.n_sink) * width() * 2;
     fixed_payload[s.kv] += s.sec.fixed_width_payload;
     all_fitted = all_fitted && s.fitted;
-    if (s.fitted) external += s.enc->external_bytes();
+    if (s.fitted && s.enc->external_entry() >= 0 &&
+        external_seen.insert(s.enc->external_entry()).second)
+      external += s.enc->external_bytes();
   }
   if (!streams_.empty()) {
     raw_tokens = streams_[0].n_pending + streams_[0].n_sink;

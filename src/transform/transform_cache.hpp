@@ -58,7 +58,8 @@ class TransformCache final : public KVCache {
   /// extra: kvtc_bytes, pre_entropy_bytes, entropy_coding_gain, full_seq_bytes,
   /// compression_ratio, each also with _k / _v; basis_bytes, params_bytes, payload_bytes,
   /// table_bytes, raw_bytes, raw_tokens (window + sinks), sink_tokens, encoded_tokens, fitted,
-  /// external_basis_bytes (a calibration's shared basis the streams use but do not store; not in
+  /// external_basis_bytes (the calibration entries this layer's streams use but do not store:
+  /// mean, kept basis rows and, with quant=calibrated, the kept ranges; each entry once; not in
   /// kept_bytes).
   CacheStats stats() const override;
 

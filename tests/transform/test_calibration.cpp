@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "../model/model_test_util.hpp"
 #include "coding/bit_allocation.hpp"
@@ -100,6 +101,8 @@ TEST(Calibration, SaveLoadRoundTripIsBitExact) {
   EXPECT_TRUE(p == c);
   EXPECT_EQ(p.serialize(), b);
   EXPECT_EQ(p.id(), c.id());
+  EXPECT_EQ(p.verified_id, c.id());  // parse keeps the checksum it verified
+  EXPECT_EQ(c.verified_id, 0u);
   const std::string path = temp_path("rt.vqcal");
   c.save(path);
   const Calibration l = Calibration::load(path);
@@ -108,6 +111,26 @@ TEST(Calibration, SaveLoadRoundTripIsBitExact) {
   std::filesystem::remove(path);
   // Fitting is deterministic: the same rows give the same bytes (and id).
   EXPECT_EQ(synthetic_calibration(2, 3, D, random_rotation(D, 1), 10, 500).serialize(), b);
+}
+
+TEST(Calibration, SaveRefusesWhatLoadWouldRefuse) {
+  const int64_t D = 4;
+  Calibration c = synthetic_calibration(1, 1, D, random_rotation(D, 2), 10, 300);
+  // A range whose quantizer step would overflow to inf (parse bounds every stored float to
+  // +-1e30 for this): serialize() writes it, parse() refuses it, so save() must refuse too and
+  // leave no file behind.
+  c.entries[0].range_lo[1] = -3e38f;
+  c.entries[0].range_hi[1] = 3e38f;
+  const std::vector<uint8_t> b = c.serialize();
+  expect_format_error([&] { (void)Calibration::parse(b.data(), b.size()); },
+                      "range_lo[1] = -3e+38 must be finite and within +-1e30");
+  const std::string path = temp_path("bad.vqcal");
+  EXPECT_THROW(c.save(path), InvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(path));
+  c = synthetic_calibration(1, 1, D, random_rotation(D, 2), 10, 300);
+  c.entries[0].mean[2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(c.save(path), InvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(Calibration, HostileFilesAreRefused) {
@@ -299,7 +322,10 @@ TEST_F(CalibratedCache, ReconstructsWithoutStoringABasisAndStartsAtOnce) {
     const CacheStats st = cache->stats();
     EXPECT_EQ(st.get("encoded_tokens"), 96);
     EXPECT_EQ(st.get("basis_bytes"), 0);
-    EXPECT_EQ(st.get("external_basis_bytes"), 2.0 * H * 4 * D * (1 + D));
+    // 2 x H entries (K and V of each head), each mean + D basis rows, plus (lo, hi) per kept
+    // component when the ranges are calibrated
+    EXPECT_EQ(st.get("external_basis_bytes"),
+              2.0 * H * (4 * D * (1 + D) + (q == "calibrated" ? 8 * D : 0)));
     const FetchResult r = cache->fetch();
     // 8 bits on every component: a uniform quantizer with step range/255 has MSE step^2 / 12,
     // about 1e-4 of the variance for a +-4 sigma range; 1e-3 leaves 10x for wider ranges.
@@ -334,6 +360,29 @@ TEST_F(CalibratedCache, MismatchesAreRefused) {
   EXPECT_THROW(CacheConfig::parse("kvtc:quant=calibrated"), InvalidArgument);
   EXPECT_THROW(make_codec("kvtc:chunk_tokens=8" + b, D), InvalidArgument);
   EXPECT_THROW(make_codec("kvtc:sink_tokens=4", D), InvalidArgument);
+  // the per-chunk table was measured with chunk_tokens = 32
+  EXPECT_THROW(make_cache(CacheConfig::parse("kvtc:chunk_tokens=16,alloc=dp_measured" + b), D, 0, 2),
+               InvalidArgument);
+  EXPECT_NO_THROW(make_cache(
+      CacheConfig::parse("kvtc:chunk_tokens=16,alloc=dp_measured,quant=calibrated" + b), D, 0, 2));
+}
+
+TEST_F(CalibratedCache, HeaderOfAnotherStreamIsRefused) {
+  transform::PcaSettings s;
+  s.bit_budget = 4 * D;
+  s.bit_choices = {0, 1, 2, 3, 4, 6, 8};
+  s.calibration = std::make_shared<const Calibration>(cal);
+  s.calibration_id = cal.id();
+  transform::PcaRowCoder enc(D, s, transform::StreamId{1, 1, 0, H});  // layer 1, head 1, keys
+  EncodedSection sec;
+  enc.fit(nullptr, 0, sec);
+  transform::PcaRowCoder same(D, s, transform::StreamId{1, 1, 0, H});
+  coding::ByteReader r(sec.bytes.data(), sec.bytes.size());
+  same.read_header(r);
+  EXPECT_TRUE(r.at_end());
+  transform::PcaRowCoder values(D, s, transform::StreamId{1, 1, 1, H});  // values of that head
+  coding::ByteReader r2(sec.bytes.data(), sec.bytes.size());
+  expect_format_error([&] { values.read_header(r2); }, "does not belong to this stream");
 }
 
 TEST_F(CalibratedCache, HeaderWithAnotherCalibrationIdIsRefused) {
