@@ -23,7 +23,9 @@ def main(argv):
 
     # a '+' between files merges them into one row (e.g. eviction+transform runs of one model)
     inputs, out = argv[1:-1], argv[-1]
-    fig, axes = plt.subplots(len(inputs), 2, figsize=(12, 4.5 * len(inputs)), squeeze=False)
+    fig, axes = plt.subplots(len(inputs), 2, figsize=(15, 5 * len(inputs)), squeeze=False)
+    transform_ids = {"kvtc", "uniform", "svdq_split", "q8_0", "q4_0", "svdq", "palu",
+                     "spectralquant", "gear", "kivi"}
     for row, path in enumerate(inputs):
         parts = path.split("+")
         with open(parts[0]) as f:
@@ -67,14 +69,18 @@ def main(argv):
                 ms = sorted(ms, key=lambda m: m["compression_ratio"])
                 xs = [m["compression_ratio"] for m in ms]
                 ys = [max(m[field], 1e-6) if log else m[field] for m in ms]
-                ax.plot(xs, ys, marker="o", label=key, color=colours[(2 * i) % 20 + (i // 10) % 2])
+                # eviction: circles and solid lines; transform: squares and dashed lines
+                is_tr = key.split(" ")[0] in transform_ids
+                ax.plot(xs, ys, marker="s" if is_tr else "o", linestyle="--" if is_tr else "-",
+                        label=key, color=colours[(2 * i) % 20 + (i // 10) % 2])
             if log:
                 ax.set_yscale("log")
             ax.set_xlabel("compression ratio vs fp16 (mean bytes held per token)")
             ax.set_ylabel(label)
             ax.set_title(title, fontsize=9)
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=7)
+            if col == 1:  # one legend per row, outside the axes
+                ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     return 0
