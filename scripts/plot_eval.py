@@ -50,6 +50,8 @@ def main(argv):
                                           "noise_bits=")):
                     continue
                 name, _, val = o.partition("=")
+                if name == "basis" and val != "local":  # a calibration file: its path is noise
+                    o = "basis=calibrated"
                 # a window that scales with the budget is one variant, not one per budget
                 if name in ("recent", "window") and "budget" in kv and val.isdigit() and \
                         int(val) * 2 == int(kv["budget"]):
