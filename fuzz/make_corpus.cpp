@@ -12,6 +12,7 @@
 
 #include "coding/huffman.hpp"
 #include "core/rng.hpp"
+#include "veloxquant/calibration.hpp"
 #include "veloxquant/config.hpp"
 #include "veloxquant/model.hpp"
 #include "veloxquant/npy.hpp"
@@ -224,6 +225,37 @@ void roundtrip_seeds() {
   }
 }
 
+void vqcal_seeds() {
+  // Small calibrations fitted on random rows: per-head and shared-heads layouts.
+  struct Shape {
+    const char* name;
+    int64_t L, H, D;
+    bool shared;
+  };
+  for (const Shape& s : {Shape{"l1_h1_d2", 1, 1, 2, false}, Shape{"l1_h2_d3", 1, 2, 3, false},
+                         Shape{"l2_shared_d2", 2, 3, 2, true}}) {
+    vq::Calibration c;
+    c.n_layers = s.L;
+    c.n_kv_heads = s.H;
+    c.head_dim = s.D;
+    c.shared_heads = s.shared;
+    c.tokens = 64;
+    c.chunk_tokens = 16;
+    for (int64_t i = 0; i < s.L * c.groups() * 2; ++i) {
+      const std::vector<float> x = randn(static_cast<size_t>(64 * s.D), 900 + static_cast<uint64_t>(i));
+      c.entries.push_back(vq::fit_calibration_entry(x.data(), 64, s.D, 16));
+    }
+    const Bytes b = c.serialize();
+    put("vqcal", s.name, b);
+    if (std::string(s.name) == "l1_h1_d2") {
+      put("vqcal", "truncated", Bytes(b.begin(), b.begin() + static_cast<long>(b.size() / 2)));
+      Bytes flipped = b;
+      flipped[60] ^= 0x10;
+      put("vqcal", "bitflip", flipped);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -235,6 +267,7 @@ int main(int argc, char** argv) {
   huffman_seeds();
   vqkv_seeds();
   roundtrip_seeds();
+  vqcal_seeds();
   std::printf("wrote %d seed files under %s\n", g_count, g_root.string().c_str());
   return 0;
 }
