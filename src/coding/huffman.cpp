@@ -185,24 +185,29 @@ void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
   int32_t parent[511];
   for (size_t i = 0; i < 511; ++i) parent[i] = -1;
   for (size_t i = 0; i < m; ++i) weight[i] = freq[static_cast<size_t>(leaf_symbol[i])];
-  auto heavier = [&](int32_t a, int32_t b) {  // min-heap on (weight, index)
-    const size_t ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
-    return weight[ua] != weight[ub] ? weight[ua] > weight[ub] : a > b;
-  };
-  int32_t heap[256];
-  size_t hn = m;
-  for (size_t i = 0; i < m; ++i) heap[i] = static_cast<int32_t>(i);
-  std::make_heap(heap, heap + hn, heavier);
+  // Merge order: always the two lightest nodes by (weight, node index). Leaves sorted by that key
+  // form one queue; internal nodes are created with nondecreasing weights and increasing
+  // indices, so in creation order they form a second sorted queue, and the lighter of the two
+  // queue heads is the global minimum (the same choices as a min-heap on (weight, index)).
+  int32_t leaves[256];
+  for (size_t i = 0; i < m; ++i) leaves[i] = static_cast<int32_t>(i);
+  std::stable_sort(leaves, leaves + m, [&](int32_t a, int32_t b) {
+    return weight[static_cast<size_t>(a)] < weight[static_cast<size_t>(b)];
+  });
+  size_t lq = 0, iq = m;  // heads of the leaf queue and of the internal-node queue
   for (size_t next = m; next < total; ++next) {
-    std::pop_heap(heap, heap + hn, heavier);
-    const int32_t a = heap[--hn];
-    std::pop_heap(heap, heap + hn, heavier);
-    const int32_t b = heap[--hn];
-    weight[next] = weight[static_cast<size_t>(a)] + weight[static_cast<size_t>(b)];
-    parent[static_cast<size_t>(a)] = static_cast<int32_t>(next);
-    parent[static_cast<size_t>(b)] = static_cast<int32_t>(next);
-    heap[hn++] = static_cast<int32_t>(next);
-    std::push_heap(heap, heap + hn, heavier);
+    int32_t pick[2];
+    for (int t = 0; t < 2; ++t) {
+      bool take_leaf = lq < m;
+      if (take_leaf && iq < next) {
+        const size_t a = static_cast<size_t>(leaves[lq]);
+        take_leaf = weight[a] < weight[iq] || (weight[a] == weight[iq] && a < iq);
+      }
+      pick[t] = take_leaf ? leaves[lq++] : static_cast<int32_t>(iq++);
+    }
+    weight[next] = weight[static_cast<size_t>(pick[0])] + weight[static_cast<size_t>(pick[1])];
+    parent[static_cast<size_t>(pick[0])] = static_cast<int32_t>(next);
+    parent[static_cast<size_t>(pick[1])] = static_cast<int32_t>(next);
   }
   int depth[511];
   depth[total - 1] = 0;
@@ -326,7 +331,22 @@ StreamSizes HuffmanEncoder::encode_impl(const uint8_t* symbols, size_t n, int wi
   }
   const size_t alphabet = size_t{1} << width;
   freq_.assign(256, 0);
-  for (size_t i = 0; i < n; ++i) ++freq_[symbols[i]];
+  if (n < (size_t{1} << 32)) {
+    // Four interleaved histograms: runs of one symbol do not serialize on a single counter.
+    uint32_t h[4][256] = {};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      ++h[0][symbols[i]];
+      ++h[1][symbols[i + 1]];
+      ++h[2][symbols[i + 2]];
+      ++h[3][symbols[i + 3]];
+    }
+    for (; i < n; ++i) ++h[0][symbols[i]];
+    for (size_t s = 0; s < 256; ++s)
+      freq_[s] = uint64_t{h[0][s]} + uint64_t{h[1][s]} + uint64_t{h[2][s]} + uint64_t{h[3][s]};
+  } else {
+    for (size_t i = 0; i < n; ++i) ++freq_[symbols[i]];
+  }
   size_t A = 0, distinct = 0;
   for (size_t s = 0; s < 256; ++s)
     if (freq_[s] > 0) {

@@ -49,10 +49,14 @@ AffineParams fit_affine(const float* x, int64_t n, int bits) {
 void quantize_affine(const float* x, int64_t n, AffineParams p, int bits, uint8_t* codes) {
   const float inv = 1.0f / p.scale;
   const float top = static_cast<float>(quant_levels(bits));
+  // code = clamp(floor(t), 0, top) with t = (x - min) / scale + 0.5. Clamping t to [0, top]
+  // first gives the same codes (top is an integer and floor is monotonic), and on t >= 0 the
+  // truncating conversion is floor: branch-free and vectorizable, codes unchanged.
   for (int64_t i = 0; i < n; ++i) {
-    float q = std::floor((x[i] - p.min) * inv + 0.5f);
-    q = std::min(std::max(q, 0.0f), top);
-    codes[i] = static_cast<uint8_t>(q);
+    float t = (x[i] - p.min) * inv + 0.5f;
+    t = t < 0.0f ? 0.0f : t;
+    t = t > top ? top : t;
+    codes[i] = static_cast<uint8_t>(static_cast<int32_t>(t));
   }
 }
 

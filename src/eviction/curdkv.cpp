@@ -85,7 +85,7 @@ class CurDKVCache final : public eviction::EvictionCache {
     SubspaceLeverage& lev = trackers_[head_index(st)];
     const bool had_stored = st.n > 0;
     if (had_stored) {
-      if (tracked_) {  // the tracker builds W = a ⊙ V in fp32 and reuses V Q across tokens
+      if (tracked_) {  // the tracker works on W = a ⊙ V without forming it, reusing V Q per slot
         const int64_t n0 = st.n;
         attn_.resize(static_cast<size_t>(n0));
         tmp_.resize(static_cast<size_t>(n0));

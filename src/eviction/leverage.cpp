@@ -2,6 +2,9 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "veloxquant/errors.hpp"
 
@@ -188,6 +191,7 @@ void SubspaceLeverage::stored_block(int64_t n, int64_t rank_cap, double* out) {
   n_prev_ = n;
   block_ready_ = false;
   vq_ok_ = false;  // Qf_ may change here without VQ_ following it
+  p_padded_ = false;
   if (n <= 0) return;
   auto Wf = Wf_.topRows(n);
   Eigen::Map<Eigen::VectorXd> l(out, n);
@@ -236,9 +240,154 @@ void SubspaceLeverage::row_moved(int64_t from, int64_t to) {
     vq_row_ok_[static_cast<size_t>(to)] = 0;
     return;
   }
-  VQ_.row(to) = VQ_.row(from);
+  std::copy_n(VQ_.begin() + from * kp_, kp_, VQ_.begin() + to * kp_);
+  vn_[static_cast<size_t>(to)] = vn_[static_cast<size_t>(from)];
   vq_row_ok_[static_cast<size_t>(to)] = 1;
 }
+
+namespace {
+
+// Skinny products for stored_scaled (k <= a few dozen columns): Eigen's GEMM packs the whole
+// n x D operand on every call, which at these shapes costs about as much as the multiply-adds.
+// These kernels stream W / V once, 16 fp32 lanes at a time (a GCC/Clang vector type: one
+// AVX-512 register, two AVX ones, or scalar code), with every sum taken over d (or i) in
+// increasing order, one multiply-add per term.
+typedef float Lanes16 __attribute__((vector_size(64)));
+inline Lanes16 load16(const float* p) {
+  Lanes16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, Lanes16 v) { std::memcpy(p, &v, sizeof v); }
+
+// P[R, kp] = A[R rows, D] Q[D, kp] (row-major, kp % 16 == 0).
+template <int R>
+inline void project_rows(const float* A, int64_t D, int64_t kp, const float* Q, float* P) {
+  for (int64_t jb = 0; jb < kp; jb += 16) {
+    Lanes16 acc[R];
+    for (int r = 0; r < R; ++r) acc[r] = Lanes16{};
+    for (int64_t d = 0; d < D; ++d) {
+      const Lanes16 q = load16(Q + d * kp + jb);
+      for (int r = 0; r < R; ++r) acc[r] += A[r * D + d] * q;
+    }
+    for (int r = 0; r < R; ++r) store16(P + r * kp + jb, acc[r]);
+  }
+}
+
+void project(const float* A, int64_t n, int64_t D, int64_t kp, const float* Q, float* P) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) project_rows<8>(A + i * D, D, kp, Q, P + i * kp);
+  for (; i < n; ++i) project_rows<1>(A + i * D, D, kp, Q, P + i * kp);
+}
+
+// Y[D, kp] += A[R rows, D]^T P[R, kp].
+template <int R>
+inline void accumulate_rows(const float* A, int64_t D, int64_t kp, const float* P, float* Y) {
+  for (int64_t jb = 0; jb < kp; jb += 16) {
+    Lanes16 p[R];
+    for (int r = 0; r < R; ++r) p[r] = load16(P + r * kp + jb);
+    int64_t d = 0;
+    // four rows of Y at a time: four independent multiply-add chains (each Y row still sums
+    // over r in increasing order) instead of one chain whose latency would bound the loop
+    for (; d + 4 <= D; d += 4) {
+      Lanes16 y0 = load16(Y + d * kp + jb), y1 = load16(Y + (d + 1) * kp + jb);
+      Lanes16 y2 = load16(Y + (d + 2) * kp + jb), y3 = load16(Y + (d + 3) * kp + jb);
+      for (int r = 0; r < R; ++r) {
+        const float* ar = A + r * D + d;
+        y0 += ar[0] * p[r];
+        y1 += ar[1] * p[r];
+        y2 += ar[2] * p[r];
+        y3 += ar[3] * p[r];
+      }
+      store16(Y + d * kp + jb, y0);
+      store16(Y + (d + 1) * kp + jb, y1);
+      store16(Y + (d + 2) * kp + jb, y2);
+      store16(Y + (d + 3) * kp + jb, y3);
+    }
+    for (; d < D; ++d) {
+      Lanes16 y = load16(Y + d * kp + jb);
+      for (int r = 0; r < R; ++r) y += A[r * D + d] * p[r];
+      store16(Y + d * kp + jb, y);
+    }
+  }
+}
+
+// Y[D, kp] = A[n, D]^T P[n, kp].
+void transpose_product(const float* A, int64_t n, int64_t D, int64_t kp, const float* P, float* Y) {
+  std::fill(Y, Y + D * kp, 0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) accumulate_rows<8>(A + i * D, D, kp, P + i * kp, Y);
+  for (; i < n; ++i) accumulate_rows<1>(A + i * D, D, kp, P + i * kp, Y);
+}
+
+// ||b||^2 - (b . z)^2 for z the unit eigenvector of the smallest eigenvalue of the symmetric
+// T (m x m): the energy of b in the other m - 1 eigendirections, which is what the seed needs
+// when its Rayleigh-Ritz drops exactly one direction. A full eigensolve spends most of its time
+// on vectors that are thrown away; here: tridiagonalize, bisect (Sturm counts) for the smallest
+// eigenvalue, inverse iteration (LDL^T of T - s I, s just below it, positive definite so no
+// pivoting), and map back. Returns false (caller does the full eigensolve) on anything
+// non-finite or a pivot that is not positive.
+bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b, double& out) {
+  const Eigen::Index m = T.rows();
+  if (m < 2) return false;
+  Eigen::Tridiagonalization<Eigen::MatrixXd> tri(T);
+  const Eigen::VectorXd d = tri.diagonal();
+  const Eigen::VectorXd e = tri.subDiagonal();
+  double lo = d(0), hi = d(0), nrm = 0;
+  for (Eigen::Index i = 0; i < m; ++i) {  // Gershgorin interval
+    const double rad = (i > 0 ? std::abs(e(i - 1)) : 0.0) + (i + 1 < m ? std::abs(e(i)) : 0.0);
+    lo = std::min(lo, d(i) - rad);
+    hi = std::max(hi, d(i) + rad);
+    nrm = std::max(nrm, std::abs(d(i)) + rad);
+  }
+  if (!(nrm > 0) || !std::isfinite(nrm)) return false;
+  const double eps = std::numeric_limits<double>::epsilon();
+  const double pivmin = std::numeric_limits<double>::min() / eps;
+  auto count_below = [&](double x) {  // eigenvalues of the tridiagonal matrix below x
+    int c = 0;
+    double q = d(0) - x;
+    if (std::abs(q) < pivmin) q = -pivmin;
+    c += q < 0;
+    for (Eigen::Index i = 1; i < m; ++i) {
+      q = d(i) - x - e(i - 1) * e(i - 1) / q;
+      if (std::abs(q) < pivmin) q = -pivmin;
+      c += q < 0;
+    }
+    return c;
+  };
+  for (int it = 0; it < 200 && hi - lo > 2 * eps * std::max(std::abs(lo), std::abs(hi)) + pivmin;
+       ++it) {
+    const double mid = 0.5 * (lo + hi);
+    if (count_below(mid) >= 1) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  const double shift = lo - 8 * eps * nrm;
+  Eigen::VectorXd piv(m), mult(m), x = Eigen::VectorXd::Ones(m);
+  piv(0) = d(0) - shift;
+  for (Eigen::Index i = 1; i < m; ++i) {
+    mult(i - 1) = e(i - 1) / piv(i - 1);
+    piv(i) = d(i) - shift - mult(i - 1) * e(i - 1);
+  }
+  for (Eigen::Index i = 0; i < m; ++i)
+    if (!(piv(i) > 0) || !std::isfinite(piv(i))) return false;
+  for (int it = 0; it < 3; ++it) {
+    for (Eigen::Index i = 1; i < m; ++i) x(i) -= mult(i - 1) * x(i - 1);
+    for (Eigen::Index i = 0; i < m; ++i) x(i) /= piv(i);
+    for (Eigen::Index i = m - 1; i-- > 0;) x(i) -= mult(i) * x(i + 1);
+    const double xn = x.norm();
+    if (!(xn > 0) || !std::isfinite(xn)) return false;
+    x /= xn;
+  }
+  const Eigen::VectorXd z = tri.matrixQ() * x;
+  const double p = b.dot(z);
+  out = std::max(b.squaredNorm() - p * p, 0.0);
+  return std::isfinite(out);
+}
+
+}  // namespace
 
 void SubspaceLeverage::stored_scaled(
     const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& V, const double* a,
@@ -246,67 +395,127 @@ void SubspaceLeverage::stored_scaled(
   const int64_t D = V.cols();
   n_prev_ = n;
   block_ready_ = false;
+  p_padded_ = false;
+  V_ = &V;
   const bool cache_ok = vq_ok_;
   vq_ok_ = false;
   if (n <= 0) return;
-  auto& Wfull = block(n, D);
-  if (af_.size() < n) af_.resize(std::max<int64_t>(n, 2 * af_.size()));
-  for (int64_t i = 0; i < n; ++i) {
-    af_(i) = static_cast<float>(a[i]);
-    Wfull.row(i) = af_(i) * V.row(i);
+  // The per-row cache (V Q and ||v_i||^2) follows V's slots; (re)size it first.
+  const int64_t rank = std::min<int64_t>({rank_cap, n, D});
+  const int64_t r1 = std::min<int64_t>({rank_cap, n + 1, D});
+  const bool closed = rank == std::min(n, D);
+  const int64_t k = closed ? r1 : rank;
+  const int64_t kp = (k + 15) / 16 * 16;
+  bool all_stale = !cache_ok;
+  if (kp != kp_ || static_cast<int64_t>(vq_row_ok_.size()) < n) {
+    kp_ = kp;
+    const int64_t rows = std::max<int64_t>(n, 2 * static_cast<int64_t>(vq_row_ok_.size()));
+    VQ_.assign(static_cast<size_t>(rows * kp), 0.0f);
+    vn_.assign(static_cast<size_t>(rows), 0.0f);
+    vq_row_ok_.assign(static_cast<size_t>(rows), 0);
+    all_stale = true;
   }
-  auto Wf = Wfull.topRows(n);
-  auto Vn = V.topRows(n);
-  auto an = af_.head(n);
+  if (static_cast<int64_t>(af_.size()) < n) af_.resize(static_cast<size_t>(n));
   Eigen::Map<Eigen::VectorXd> l(out, n);
   if (tmp_.size() < n) tmp_.resize(std::max<int64_t>(n, 2 * tmp_.size()));
   auto norms = tmp_.head(n);
-  norms = Wf.rowwise().squaredNorm().cast<double>();
+  // ||w_i||^2 = a_i^2 ||v_i||^2: W = diag(a) V is never formed (it would be an extra pass
+  // over n x D values); each row's squared norm is kept while the row stays in its slot.
+  for (int64_t i = 0; i < n; ++i) {
+    const float ai = static_cast<float>(a[i]);
+    af_[static_cast<size_t>(i)] = ai;
+    if (all_stale || !vq_row_ok_[static_cast<size_t>(i)]) vn_[static_cast<size_t>(i)] = V.row(i).squaredNorm();
+    norms(i) = static_cast<double>(ai * ai) * static_cast<double>(vn_[static_cast<size_t>(i)]);
+  }
   trace_prev_ = norms.sum();
   if (!(trace_prev_ > 0)) {
     l.setZero();
     return;
   }
-  const int64_t r = std::min<int64_t>({rank_cap, n, D});
-  const int64_t r1 = std::min<int64_t>({rank_cap, n + 1, D});
   const bool seed_needs_subspace = r1 != std::min<int64_t>(n + 1, D);
-  if (r == std::min(n, D)) {
+  if (closed) {
     l = norms / trace_prev_;
     if (!seed_needs_subspace) return;
   }
-  const int64_t k = r == std::min(n, D) ? r1 : r;
-  if (VQ_.rows() < n || VQ_.cols() != k) {
-    VQ_.resize(std::max<int64_t>(n, 2 * VQ_.rows()), k);
-    vq_row_ok_.assign(static_cast<size_t>(VQ_.rows()), 0);
-  }
+  if (static_cast<int64_t>(Pp_.size()) < n * kp) Pp_.resize(static_cast<size_t>(n * kp));
+  auto pack_q = [&] {
+    Qp_.assign(static_cast<size_t>(D * kp), 0.0f);
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t j = 0; j < k; ++j) Qp_[static_cast<size_t>(d * kp + j)] = Qf_(d, j);
+  };
   if (Qf_.rows() != D || Qf_.cols() != k) {
-    G_ = (Wf.transpose() * Wf).cast<double>();  // cold start: exact subspace once
+    auto& Wfull = block(n, D);  // cold start: exact subspace of W^T W once
+    for (int64_t i = 0; i < n; ++i) Wfull.row(i) = af_[static_cast<size_t>(i)] * V.row(i);
+    auto Wf = Wfull.topRows(n);
+    G_ = (Wf.transpose() * Wf).cast<double>();
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(G_);
     Qf_ = es.eigenvectors().rightCols(k).rowwise().reverse().cast<float>();
     ++fallbacks_;
   } else {
-    // W Q = diag(a) (V Q): only the rows of V that changed since the last call need a product.
-    for (int64_t i = 0; i < n; ++i)
-      if (!cache_ok || !vq_row_ok_[static_cast<size_t>(i)]) VQ_.row(i).noalias() = Vn.row(i) * Qf_;
-    Pf_.noalias() = an.asDiagonal() * VQ_.topRows(n);
-    Yf_.noalias() = Wf.transpose() * Pf_;
-    Eigen::HouseholderQR<Eigen::MatrixXf> qr(Yf_);
-    Qf_ = qr.householderQ() * Eigen::MatrixXf::Identity(D, k);
+    // One subspace iteration, Q <- orth(W^T W Q) with W^T W Q = V^T diag(a^2) (V Q): only the
+    // rows of V that changed since the last call need their V Q product.
+    pack_q();
+    for (int64_t i = 0; i < n; ++i) {
+      if (all_stale || !vq_row_ok_[static_cast<size_t>(i)])
+        project(V.row(i).data(), 1, D, kp, Qp_.data(), VQ_.data() + i * kp);
+      const float ai = af_[static_cast<size_t>(i)];
+      const float* vq = VQ_.data() + i * kp;
+      float* p = Pp_.data() + i * kp;
+      for (int64_t j = 0; j < kp; ++j) p[j] = ai * (ai * vq[j]);
+    }
+    Yp_.resize(static_cast<size_t>(D * kp));
+    transpose_product(V.data(), n, D, kp, Pp_.data(), Yp_.data());
+    Yf_ = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                     0, Eigen::OuterStride<>>(Yp_.data(), D, k, Eigen::OuterStride<>(kp));
+    // Orthonormal basis of span(Y): Gram-Schmidt with every column orthogonalized twice (fp32
+    // orthogonality to ~1e-7, like Householder), a fraction of the cost of forming Householder's
+    // Q. Only the span matters downstream (row norms of W Q, the seed's Rayleigh-Ritz), so the
+    // column signs it picks differently are immaterial. A column that loses nearly all of its
+    // norm (Y numerically rank-deficient) sends the whole basis through Householder instead.
+    bool ok = true;
+    for (int64_t j = 0; j < k && ok; ++j) {
+      auto v = Yf_.col(j);
+      const float before = v.norm();
+      for (int pass = 0; pass < 2; ++pass)
+        for (int64_t i = 0; i < j; ++i) v -= Yf_.col(i).dot(v) * Yf_.col(i);
+      const float after = v.norm();
+      ok = after > 1e-4f * before && after > 0.0f && std::isfinite(after);
+      if (ok) v /= after;
+    }
+    if (ok) {
+      Qf_.swap(Yf_);
+    } else {
+      Yf_ = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                       0, Eigen::OuterStride<>>(Yp_.data(), D, k, Eigen::OuterStride<>(kp));
+      Eigen::HouseholderQR<Eigen::MatrixXf> qr(Yf_);
+      Qf_ = qr.householderQ() * Eigen::MatrixXf::Identity(D, k);
+    }
     ++iterations_;
   }
-  VQ_.topRows(n).noalias() = Vn * Qf_;
+  pack_q();
+  project(V.data(), n, D, kp, Qp_.data(), VQ_.data());
   std::fill(vq_row_ok_.begin(), vq_row_ok_.begin() + n, uint8_t{1});
   std::fill(vq_row_ok_.begin() + n, vq_row_ok_.end(), uint8_t{0});
   vq_ok_ = true;
-  Pf_.noalias() = an.asDiagonal() * VQ_.topRows(n);
+  // P = W Q = diag(a) (V Q), and the leverage ||p_i||^2 / ||W||_F^2.
+  for (int64_t i = 0; i < n; ++i) {
+    const float ai = af_[static_cast<size_t>(i)];
+    const float* vq = VQ_.data() + i * kp;
+    float* p = Pp_.data() + i * kp;
+    float s = 0;
+    for (int64_t j = 0; j < kp; ++j) {
+      p[j] = ai * vq[j];
+      s += p[j] * p[j];
+    }
+    if (!closed) l(i) = static_cast<double>(s) / trace_prev_;
+  }
+  p_padded_ = true;
   block_ready_ = true;
-  if (r != std::min(n, D)) l = Pf_.rowwise().squaredNorm().cast<double>() / trace_prev_;
 }
 
 double SubspaceLeverage::seed_tracked(double c, const double* w_new, int64_t D, int64_t r) {
   // Rayleigh-Ritz of G' = c^2 W^T W + w w^T on B = [Q, u], u the unit part of w orthogonal to Q.
   const int64_t n = n_prev_;
-  auto Wf = Wf_.topRows(n);
   const int64_t k = Qf_.cols();
   const Eigen::VectorXf w = Eigen::Map<const Eigen::VectorXd>(w_new, D).cast<float>();
   const double wn2 = Eigen::Map<const Eigen::VectorXd>(w_new, D).squaredNorm();
@@ -319,18 +528,42 @@ double SubspaceLeverage::seed_tracked(double c, const double* w_new, int64_t D, 
   const int64_t m = k + (extend ? 1 : 0);
   Eigen::MatrixXd T(m, m);
   const double c2 = c * c;
-  T.topLeftCorner(k, k) = c2 * (Pf_.transpose() * Pf_).cast<double>();  // Pf_ = W Q
+  using StridedF = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                              0, Eigen::OuterStride<>>;
+  const int64_t pstride = p_padded_ ? kp_ : k;
+  // W Q: stored_scaled's padded row-major buffer, or stored_block's Pf_ (column-major)
+  const StridedF Pp(Pp_.data(), p_padded_ ? n : 0, k, Eigen::OuterStride<>(pstride));
+  if (p_padded_) {
+    T.topLeftCorner(k, k) = c2 * (Pp.transpose() * Pp).cast<double>();
+  } else {
+    T.topLeftCorner(k, k) = c2 * (Pf_.transpose() * Pf_).cast<double>();  // Pf_ = W Q
+  }
   Eigen::VectorXd wb(m);
   wb.head(k) = wq.cast<double>();
   if (extend) {
     u /= un;
-    Wuf_.noalias() = Wf * u;
-    T.topRightCorner(k, 1) = c2 * (Pf_.transpose() * Wuf_).cast<double>();
+    if (p_padded_) {  // W u = diag(a) (V u), from stored_scaled's V
+      Wuf_.noalias() = V_->topRows(n) * u;
+      for (int64_t i = 0; i < n; ++i) Wuf_(i) *= af_[static_cast<size_t>(i)];
+    } else {
+      Wuf_.noalias() = Wf_.topRows(n) * u;
+    }
+    if (p_padded_) {
+      T.topRightCorner(k, 1) = c2 * (Pp.transpose() * Wuf_).cast<double>();
+    } else {
+      T.topRightCorner(k, 1) = c2 * (Pf_.transpose() * Wuf_).cast<double>();
+    }
     T.bottomLeftCorner(1, k) = T.topRightCorner(k, 1).transpose();
     T(k, k) = c2 * static_cast<double>(Wuf_.squaredNorm());
     wb(k) = static_cast<double>(w.dot(u));
   }
   T.noalias() += wb * wb.transpose();
+  const int64_t dropped = m - std::min(r, m);
+  if (dropped == 0) return wb.squaredNorm() / total;  // every Ritz direction kept
+  if (dropped == 1) {  // the usual case: only the smallest eigenvector is needed
+    double kept = 0;
+    if (energy_outside_smallest(T, wb, kept)) return kept / total;
+  }
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T);
   const Eigen::MatrixXd Zr = es.eigenvectors().rightCols(std::min(r, m));
   return (wb.transpose() * Zr).squaredNorm() / total;

@@ -45,19 +45,22 @@ class SubspaceLeverage {
   /// then call stored_block(). Equivalent to stored() in tracked mode.
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& block(int64_t n, int64_t D);
   void stored_block(int64_t n, int64_t rank_cap, double* out);
-  /// Tracked mode, CurDKV's decode path: the block is W = diag(a) V[0, n) (a: n weights). Builds
-  /// the fp32 block itself and keeps V Q (unscaled) from the previous call, so the iteration's
-  /// input W Q_prev = diag(a) (V Q_prev) costs O(n k) for the rows that did not change instead of
-  /// an n x D x k product (two such products per call instead of three). The same quantities
-  /// as block() + stored_block(), up to fp32 rounding. The caller reports slot changes of V
-  /// between calls with row_replaced() / row_moved(); any other change needs invalidate().
+  /// Tracked mode, CurDKV's decode path: the block is W = diag(a) V[0, n) (a: n weights), never
+  /// formed. Keeps V Q (unscaled) and ||v_i||^2 per slot from the previous call, so the
+  /// iteration's input W Q_prev = diag(a) (V Q_prev) costs O(n k) for the rows that did not
+  /// change instead of an n x D x k product (two such products per call instead of three, both
+  /// on V). The same quantities as block() + stored_block(), up to fp32 rounding. The caller
+  /// reports slot changes of V between calls with row_replaced() / row_moved(); any other
+  /// change needs invalidate().
+  /// The following seed_scaled() reads rows [0, n) of the same V object (they must not change
+  /// in between; appending row n is fine).
   void stored_scaled(const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& V,
                      const double* a, int64_t n, int64_t rank_cap, double* out);
   /// Row i of V now holds new data (stored_scaled recomputes its V Q row).
   void row_replaced(int64_t i);
   /// Row `from` of V moved to slot `to` (the old contents of `to` are gone).
   void row_moved(int64_t from, int64_t to);
-  /// Forget the cached V Q entirely.
+  /// Forget the cached V Q and row norms entirely.
   void invalidate() { vq_ok_ = false; }
   /// Leverage of w_new in [c * W_prev; w_new] where W_prev is the block of the last stored()
   /// call (n_prev rows). Exact rank-one update of that call's Gram matrix.
@@ -70,7 +73,8 @@ class SubspaceLeverage {
 
   /// false (solver=exact): iterate to the residual tolerance (agrees with the SVD oracle to ~1e-9).
   /// true (solver=fast): one warm-started subspace iteration per call straight on W (no Gram
-  /// matrix; 3 n D r multiply-adds) and a Rayleigh-Ritz seed in span(Q, w_new) (O(n D)). The
+  /// matrix; 3 n D r multiply-adds, 2 through stored_scaled) and a Rayleigh-Ritz seed in
+  /// span(Q, w_new) (O(n D)). The
   /// subspace then lags the exact one by what one iteration cannot absorb; tests bound the gap.
   bool tracked = false;
   double tol = 1e-10;
@@ -87,11 +91,18 @@ class SubspaceLeverage {
   // tracked mode works in fp32 (the products dominate; scores keep ~1e-6 relative accuracy)
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Wf_;
   Eigen::MatrixXf Qf_, Pf_, Yf_;
-  // stored_scaled's cache: rows [0, n) of VQ_ are V Q_f for the current Qf_ where vq_row_ok_ is set
-  Eigen::MatrixXf VQ_;
-  Eigen::VectorXf af_;
+  // stored_scaled's buffers, row-major with kp_ = k rounded up to 16 columns (zero padding):
+  // Qp_ [D, kp_] = Qf_; VQ_ [rows, kp_] = V Q for the current Qf_ where vq_row_ok_ is set;
+  // Pp_ [n, kp_] = W Q (then it stands in for Pf_ in seed_tracked, see p_padded_); Yp_ [D, kp_].
+  std::vector<float> Qp_, VQ_, Pp_, Yp_;
+  std::vector<float> af_;
+  std::vector<float> vn_;  // [rows] ||V.row(i)||^2, cached with VQ_ (same validity)
+  // stored_scaled's V (the caller's matrix object): seed_tracked reads rows [0, n_prev_) of it
+  const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>* V_ = nullptr;
   std::vector<uint8_t> vq_row_ok_;
+  int64_t kp_ = 0;
   bool vq_ok_ = false;
+  bool p_padded_ = false;
   Eigen::VectorXf Wuf_;
   bool block_ready_ = false;  // Wf_/Qf_/Pf_ describe the last stored block (tracked seed)
   Eigen::VectorXd tmp_;

@@ -126,15 +126,18 @@ void TransformCache::do_update(const Tensor& keys, const Tensor& values, const T
     const int64_t sink = std::min(S, settings_.sink_tokens - st.n_sink);
     st.n_sink += sink;
     const int64_t S2 = S - sink;
-    grow_to(st.pending, static_cast<size_t>((st.n_pending + S2) * W));
-    float* dst = st.pending.data() + st.n_pending * W;
-    if (settings_.coupled) {
-      for (int64_t t = 0; t < S2; ++t)
-        for (int64_t h = 0; h < H; ++h)
-          std::memcpy(dst + t * W + h * D, src.row(st.b, h, sink + t),
-                      sizeof(float) * static_cast<size_t>(D));
-    } else {
-      std::memcpy(dst, src.head(st.b, st.h) + sink * D, sizeof(float) * static_cast<size_t>(S2 * D));
+    if (S2 > 0) {  // none when every new row was a sink (pending may be unallocated then)
+      grow_to(st.pending, static_cast<size_t>((st.n_pending + S2) * W));
+      float* dst = st.pending.data() + st.n_pending * W;
+      if (settings_.coupled) {
+        for (int64_t t = 0; t < S2; ++t)
+          for (int64_t h = 0; h < H; ++h)
+            std::memcpy(dst + t * W + h * D, src.row(st.b, h, sink + t),
+                        sizeof(float) * static_cast<size_t>(D));
+      } else {
+        std::memcpy(dst, src.head(st.b, st.h) + sink * D,
+                    sizeof(float) * static_cast<size_t>(S2 * D));
+      }
     }
     st.n_pending += S2;
     process(st);
