@@ -64,15 +64,9 @@ void register_calibrate(CLI::App& app, Globals& g) {
     const vq::ModelConfig& mc = model.config();
     const std::string tok_path = resolve_tokenizer(o->tokenizer, mc.vocab_size);
     const vq::Tokenizer tok = vq::Tokenizer::load(tok_path, mc.vocab_size);
-    const std::string text_path = vq::find_model_file(kDefaultText, o->text);
-    std::vector<int32_t> enc = tok.encode(read_text_file(text_path), false, false);
-    VQ_CHECK(o->skip_tokens < static_cast<int64_t>(enc.size()), vq::InvalidArgument,
-             "--skip-tokens ", o->skip_tokens, " leaves nothing to calibrate on: the text '",
-             text_path, "' encodes to ", enc.size(), " tokens");
-    enc.erase(enc.begin(), enc.begin() + o->skip_tokens);
-    const auto windows = vq::eval::make_windows(enc, mc.seq_len, o->max_tokens);
-    VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
-             "' encodes to no tokens");
+    std::string text_path;
+    const auto windows = text_windows(tok, o->text, o->skip_tokens, o->max_tokens, mc.seq_len,
+                                      "calibrate on", text_path);
 
     vq::CalibrateOptions co;
     co.rope = o->rope == "pre" ? vq::RopeMode::Pre : vq::RopeMode::Post;

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "eval/fidelity.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
 
@@ -38,6 +39,27 @@ inline std::string read_text_file(const std::string& path) {
   os << f.rdbuf();
   VQ_CHECK(!f.bad(), vq::IoError, "failed reading text file '", path, "'");
   return os.str();
+}
+
+/// The text of --text (or the default text) encoded without BOS, its first `skip_tokens` tokens
+/// dropped, cut into windows of the model's context by eval::make_windows (at most max_tokens
+/// tokens, 0 = all). `purpose` ("evaluate", "calibrate on") words the errors; the resolved text
+/// path is returned through text_path.
+inline std::vector<std::vector<int32_t>> text_windows(const vq::Tokenizer& tok,
+                                                      const std::string& text_arg,
+                                                      int64_t skip_tokens, int64_t max_tokens,
+                                                      int64_t seq_len, const char* purpose,
+                                                      std::string& text_path) {
+  text_path = vq::find_model_file(kDefaultText, text_arg);
+  std::vector<int32_t> enc = tok.encode(read_text_file(text_path), false, false);
+  VQ_CHECK(skip_tokens < static_cast<int64_t>(enc.size()), vq::InvalidArgument, "--skip-tokens ",
+           skip_tokens, " leaves nothing to ", purpose, ": the text '", text_path,
+           "' encodes to ", enc.size(), " tokens");
+  enc.erase(enc.begin(), enc.begin() + skip_tokens);
+  auto windows = vq::eval::make_windows(enc, seq_len, max_tokens);
+  VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
+           "' encodes to no tokens");
+  return windows;
 }
 
 }  // namespace vqcli
