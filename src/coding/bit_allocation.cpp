@@ -51,31 +51,21 @@ std::vector<int> normalize_bit_choices(const std::vector<int64_t>& choices) {
   return out;
 }
 
-std::vector<int> dp_allocate_bits(const std::vector<double>& variances, int64_t budget,
-                                  const std::vector<int>& choices, double beta) {
-  check_common(budget, beta);
-  VQ_CHECK(!choices.empty() && choices.front() == 0, InvalidArgument,
-           "dp_allocate_bits: choices must be sorted and start with 0");
-  const int64_t n = static_cast<int64_t>(variances.size());
+namespace {
+
+// The exact backward DP shared by both allocators: row i holds the best (distortion, bits used)
+// of components i..n-1 with at most c bits; choice[i][c] is the width component i takes in that
+// optimum. cost(i, b) is component i's distortion at b bits; tol the tie tolerance.
+template <typename Cost>
+std::vector<int> dp_core(int64_t n, int64_t budget, const std::vector<int>& choices, double tol,
+                         Cost&& cost_of) {
   if (n == 0) return {};
-  const int max_choice = choices.back();
-  const int64_t cap = std::min<int64_t>(budget, n * max_choice);  // more can never be spent
+  const int64_t cap = std::min<int64_t>(budget, n * choices.back());  // more can never be spent
   const size_t W = static_cast<size_t>(cap + 1);
-
-  double total_variance = 0;
-  for (double v : variances) total_variance += std::max(v, 0.0);
-  const double tol = kTieTolerance * total_variance;
-
-  std::vector<double> beta_pow(static_cast<size_t>(max_choice + 1));
-  for (int b = 0; b <= max_choice; ++b) beta_pow[static_cast<size_t>(b)] = std::pow(beta, -b);
-
-  // Backward DP: row i holds the best (distortion, bits used) of components i..n-1 with at most c
-  // bits; choice[i][c] is the width component i takes in that optimum.
   std::vector<double> next_cost(W, 0.0), cur_cost(W);
   std::vector<int64_t> next_bits(W, 0), cur_bits(W);
   std::vector<uint8_t> choice(static_cast<size_t>(n) * W);
   for (int64_t i = n - 1; i >= 0; --i) {
-    const double v = std::max(variances[static_cast<size_t>(i)], 0.0);
     uint8_t* ch = choice.data() + static_cast<size_t>(i) * W;
     for (int64_t c = 0; c <= cap; ++c) {
       double best_cost = 0;
@@ -86,7 +76,7 @@ std::vector<int> dp_allocate_bits(const std::vector<double>& variances, int64_t 
         const int b = *it;
         if (b > c) continue;
         const size_t rest = static_cast<size_t>(c - b);
-        const double cost = v * beta_pow[static_cast<size_t>(b)] + next_cost[rest];
+        const double cost = cost_of(i, b) + next_cost[rest];
         const int64_t bits = b + next_bits[rest];
         bool better;
         if (best_b < 0) {
@@ -119,6 +109,23 @@ std::vector<int> dp_allocate_bits(const std::vector<double>& variances, int64_t 
   return bits;
 }
 
+}  // namespace
+
+std::vector<int> dp_allocate_bits(const std::vector<double>& variances, int64_t budget,
+                                  const std::vector<int>& choices, double beta) {
+  check_common(budget, beta);
+  VQ_CHECK(!choices.empty() && choices.front() == 0, InvalidArgument,
+           "dp_allocate_bits: choices must be sorted and start with 0");
+  const int64_t n = static_cast<int64_t>(variances.size());
+  double total_variance = 0;
+  for (double v : variances) total_variance += std::max(v, 0.0);
+  std::vector<double> beta_pow(static_cast<size_t>(choices.back() + 1));
+  for (int b = 0; b <= choices.back(); ++b) beta_pow[static_cast<size_t>(b)] = std::pow(beta, -b);
+  return dp_core(n, budget, choices, kTieTolerance * total_variance, [&](int64_t i, int b) {
+    return std::max(variances[static_cast<size_t>(i)], 0.0) * beta_pow[static_cast<size_t>(b)];
+  });
+}
+
 std::vector<int> dp_allocate_bits_table(const std::vector<double>& dist, int64_t stride,
                                         int64_t budget, const std::vector<int>& choices) {
   VQ_CHECK(budget >= 0, InvalidArgument, "bit allocation: budget = ", budget, " must be >= 0");
@@ -133,58 +140,11 @@ std::vector<int> dp_allocate_bits_table(const std::vector<double>& dist, int64_t
     VQ_CHECK(std::isfinite(dist[i]) && dist[i] >= 0, InvalidArgument,
              "dp_allocate_bits_table: entry ", i, " = ", dist[i], " must be finite and >= 0");
   const int64_t n = static_cast<int64_t>(dist.size()) / stride;
-  if (n == 0) return {};
-  const int64_t cap = std::min<int64_t>(budget, n * max_choice);
-  const size_t W = static_cast<size_t>(cap + 1);
-  double total = 0;
+  double total = 0;  // the b = 0 column: each component's whole error when dropped
   for (int64_t i = 0; i < n; ++i) total += dist[static_cast<size_t>(i * stride)];
-  const double tol = kTieTolerance * total;
-
-  std::vector<double> next_cost(W, 0.0), cur_cost(W);
-  std::vector<int64_t> next_bits(W, 0), cur_bits(W);
-  std::vector<uint8_t> choice(static_cast<size_t>(n) * W);
-  for (int64_t i = n - 1; i >= 0; --i) {
-    const double* di = dist.data() + i * stride;
-    uint8_t* ch = choice.data() + static_cast<size_t>(i) * W;
-    for (int64_t c = 0; c <= cap; ++c) {
-      double best_cost = 0;
-      int64_t best_bits = 0;
-      int best_b = -1;
-      for (auto it = choices.rbegin(); it != choices.rend(); ++it) {
-        const int b = *it;
-        if (b > c) continue;
-        const size_t rest = static_cast<size_t>(c - b);
-        const double cost = di[b] + next_cost[rest];
-        const int64_t bits = b + next_bits[rest];
-        bool better;
-        if (best_b < 0) {
-          better = true;
-        } else if (std::abs(cost - best_cost) <= tol) {
-          better = bits < best_bits;
-        } else {
-          better = cost < best_cost;
-        }
-        if (better) {
-          best_cost = cost;
-          best_bits = bits;
-          best_b = b;
-        }
-      }
-      cur_cost[static_cast<size_t>(c)] = best_cost;
-      cur_bits[static_cast<size_t>(c)] = best_bits;
-      ch[c] = static_cast<uint8_t>(best_b);
-    }
-    std::swap(cur_cost, next_cost);
-    std::swap(cur_bits, next_bits);
-  }
-  std::vector<int> bits(static_cast<size_t>(n));
-  int64_t c = cap;
-  for (int64_t i = 0; i < n; ++i) {
-    const int b = choice[static_cast<size_t>(i) * W + static_cast<size_t>(c)];
-    bits[static_cast<size_t>(i)] = b;
-    c -= b;
-  }
-  return bits;
+  return dp_core(n, budget, choices, kTieTolerance * total, [&](int64_t i, int b) {
+    return dist[static_cast<size_t>(i * stride + b)];
+  });
 }
 
 double table_distortion(const std::vector<double>& dist, int64_t stride,

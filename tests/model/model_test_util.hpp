@@ -2,8 +2,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -68,6 +71,31 @@ inline std::vector<int32_t> some_tokens(int64_t n, int64_t vocab, uint64_t seed 
     t.push_back(static_cast<int32_t>(3 + x % static_cast<uint64_t>(vocab - 3)));
   }
   return t;
+}
+
+/// What the CLI printed (stdout and stderr together) and its exit status (-1 when it could not
+/// run or the build has no CLI).
+struct CliRun {
+  int status = -1;
+  std::string out;
+};
+
+/// Runs the veloxquant CLI built with the tests (VQ_CLI_PATH) with `args`.
+inline CliRun run_cli(const std::string& args) {
+  CliRun r;
+#ifdef VQ_CLI_PATH
+  const std::string cmd = std::string(VQ_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+#else
+  (void)args;
+#endif
+  return r;
 }
 
 }  // namespace vqtest

@@ -517,26 +517,8 @@ TEST(KvtcRope, PreRopeKeysThroughTheEngineOnStories260K) {
   EXPECT_LT(d8pre, 0.5);
 }
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-};
-CliRun run_cli(const std::string& args) {
-  CliRun r;
-#ifdef VQ_CLI_PATH
-  const std::string cmd = std::string(VQ_CLI_PATH) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-#else
-  (void)args;
-#endif
-  return r;
-}
+using vqtest::CliRun;
+using vqtest::run_cli;
 
 TEST(CalibrateCli, WritesALoadableFile) {
 #ifndef VQ_CLI_PATH
