@@ -14,8 +14,34 @@ EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budge
            " must be >= 0");
 }
 
+struct EvictionCache::MatrixRows final : store::RowSource {
+  const HeadState* st = nullptr;
+  bool values = false;
+  int64_t rows() const override { return st->n; }
+  int64_t dim() const override { return st->K.cols(); }
+  void read(int64_t first, int64_t n, float* out) const override {
+    const RowMatF& M = values ? st->V : st->K;
+    std::memcpy(out, M.row(first).data(), sizeof(float) * static_cast<size_t>(n * M.cols()));
+  }
+};
+
+const store::RowSource& EvictionCache::keys(const HeadState& st) const {
+  return *sources_[2 * head_index(st)];
+}
+const store::RowSource& EvictionCache::values(const HeadState& st) const {
+  return *sources_[2 * head_index(st) + 1];
+}
+
 void EvictionCache::on_shape_known(int64_t B, int64_t H) {
   heads_.assign(static_cast<size_t>(B * H), HeadState{});
+  sources_.clear();
+  for (auto& st : heads_)
+    for (int kv = 0; kv < 2; ++kv) {
+      auto src = std::make_unique<MatrixRows>();
+      src->st = &st;
+      src->values = kv == 1;
+      sources_.push_back(std::move(src));
+    }
   const int64_t cap = budget_ > 0 ? budget_ + 1 : 16;
   for (auto& st : heads_) ensure_capacity(st, cap);
 }

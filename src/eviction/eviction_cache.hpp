@@ -5,8 +5,10 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "store/row_source.hpp"
 #include "veloxquant/cache.hpp"
 
 namespace vq::eviction {
@@ -43,6 +45,10 @@ class EvictionCache : public KVCache {
   const HeadState& head_state(int64_t b, int64_t h) const {
     return heads_[static_cast<size_t>(b * kv_heads() + h)];
   }
+  /// The kept keys / values of a head (rows [0, st.n), slot order), decoded block by block.
+  /// Policies read stored rows only through these.
+  const store::RowSource& keys(const HeadState& st) const;
+  const store::RowSource& values(const HeadState& st) const;
 
  protected:
   void do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) override;
@@ -97,6 +103,8 @@ class EvictionCache : public KVCache {
   int64_t n_sink_;
   std::vector<HeadState> heads_;
   std::vector<QueryRows> qrows_;  // scratch, reused across updates
+  struct MatrixRows;              // RowSource over a HeadState's K or V
+  std::vector<std::unique_ptr<MatrixRows>> sources_;  // [2 * head]: keys, values
 };
 
 /// Softmax of (K[0:n] @ q) * scale into out[0:n] (double accumulation of the normaliser).

@@ -1,0 +1,78 @@
+// RowSource: the rows of one kept head (keys or values) as readers see them, decoded block by
+// block into caller-owned scratch. Eviction policies and attention read kept rows only through
+// this interface, so they never depend on (or copy) the storage form.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace vq::store {
+
+/// Rows decoded per block by the helpers below (bounded scratch: kReadBlock * D floats).
+constexpr int64_t kReadBlock = 256;
+
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  /// Rows held (slot order).
+  virtual int64_t rows() const = 0;
+  /// Floats per row.
+  virtual int64_t dim() const = 0;
+  /// Decode rows [first, first + n) (0 <= first, first + n <= rows()) into out [n, dim()].
+  virtual void read(int64_t first, int64_t n, float* out) const = 0;
+};
+
+/// Rows of a row-major fp32 matrix (tests, chunk rows not yet stored).
+class Fp32Rows final : public RowSource {
+ public:
+  Fp32Rows(const float* data, int64_t n, int64_t dim) : data_(data), n_(n), dim_(dim) {}
+  int64_t rows() const override { return n_; }
+  int64_t dim() const override { return dim_; }
+  void read(int64_t first, int64_t n, float* out) const override {
+    std::copy(data_ + first * dim_, data_ + (first + n) * dim_, out);
+  }
+
+ private:
+  const float* data_;
+  int64_t n_, dim_;
+};
+
+/// Rows [0, a.rows()) of a, then rows of b: a kept head followed by incoming rows.
+class ConcatRows final : public RowSource {
+ public:
+  ConcatRows(const RowSource& a, const RowSource& b) : a_(a), b_(b) {}
+  int64_t rows() const override { return a_.rows() + b_.rows(); }
+  int64_t dim() const override { return a_.dim(); }
+  void read(int64_t first, int64_t n, float* out) const override {
+    const int64_t na = a_.rows();
+    if (first < na) {
+      const int64_t m = std::min(n, na - first);
+      a_.read(first, m, out);
+      first += m;
+      n -= m;
+      out += m * dim();
+    }
+    if (n > 0) b_.read(first - na, n, out);
+  }
+
+ private:
+  const RowSource& a_;
+  const RowSource& b_;
+};
+
+/// Calls fn(first, n, rows) for consecutive blocks of at most kReadBlock rows covering
+/// [0, src.rows()), in order; rows points into `scratch` (grown to kReadBlock * dim once).
+template <typename Fn>
+void for_each_block(const RowSource& src, std::vector<float>& scratch, Fn&& fn) {
+  const int64_t n = src.rows(), D = src.dim();
+  const size_t need = static_cast<size_t>(std::min(n, kReadBlock) * D);
+  if (scratch.size() < need) scratch.resize(need);
+  for (int64_t first = 0; first < n; first += kReadBlock) {
+    const int64_t m = std::min(kReadBlock, n - first);
+    src.read(first, m, scratch.data());
+    fn(first, m, static_cast<const float*>(scratch.data()));
+  }
+}
+
+}  // namespace vq::store
