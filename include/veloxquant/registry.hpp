@@ -17,6 +17,10 @@ namespace vq {
 class KVCache;
 class BlockCodec;
 struct CacheContext;
+namespace store {
+class RowCodec;
+struct StreamInfo;
+}  // namespace store
 
 enum class Family : int { Eviction = 0, Transform = 1 };
 const char* family_name(Family f);
@@ -42,6 +46,11 @@ struct MethodInfo {
   std::function<std::unique_ptr<KVCache>(const CacheConfig&, const CacheContext&)> make_cache;
   /// Cross-option checks (e.g. n_sink < budget); throws InvalidArgument. May be empty.
   std::function<void(const CacheConfig&)> validate;
+  /// Transform family (codecs) only: the resident row codec of one stream (one KV head's keys or
+  /// values). The one way a codec is registered: caches (alone or composed with an eviction
+  /// policy, "snapkv:budget=256+q4_0") store rows through it.
+  std::function<std::unique_ptr<store::RowCodec>(const CacheConfig&, const store::StreamInfo&)>
+      make_row_codec;
   /// Transform family only: a stateless codec for one [S, D] block (used by compress/.vqkv).
   std::function<std::unique_ptr<BlockCodec>(const CacheConfig&, int64_t head_dim)> make_codec;
 };

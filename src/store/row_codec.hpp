@@ -83,6 +83,14 @@ class RowCodec {
   /// or in order. Never reads outside the given bytes.
   virtual void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const = 0;
 
+  // ---- what attention must know
+  /// True when the codec wants keys before RoPE (the engine rotates what it reads).
+  virtual bool wants_pre_rope() const { return false; }
+  /// True when attention should round each query to q8_0 blocks of `query_block()` values for
+  /// the K.Q product over this (key) stream, as llama.cpp does over a quantized K cache.
+  virtual bool quantizes_queries() const { return false; }
+  virtual int64_t query_block() const { return 32; }
+
   // ---- accounting
   /// Bytes the codec itself holds for this stream (a fitted mean and basis, allocation tables),
   /// counted from its buffers' capacities.
