@@ -74,11 +74,12 @@ void GearCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* c
     std::memcpy(row, &p.min, 4);
     std::memcpy(row + 4, &p.scale, 4);
     pack_fixed(q.data(), D, bits_, row + q_at);
-    std::memset(row + a_at, 0, static_cast<size_t>(2 * r_));
+    if (r_ > 0) std::memset(row + a_at, 0, static_cast<size_t>(2 * r_));
   }
   // 3. rank-k factorization of the chunk's quantization residual
-  std::memset(params, 0, static_cast<size_t>(chunk_param_bytes(n)));
   const int64_t k = std::min(r_, n);
+  if (r_ == 0) return;
+  std::memset(params, 0, static_cast<size_t>(chunk_param_bytes(n)));
   if (k == 0) return;
   using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<const RowMatF> Dm(dense.data(), n, D), Qm(deq.data(), n, D);

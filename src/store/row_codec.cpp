@@ -1,10 +1,10 @@
 // fp16 / bf16 row codecs and the bulk conversions under them.
 //
 // The vector path (F16C) and the scalar path give the same bits for every input: both round to
-// nearest even, overflow to +-inf and keep subnormals. The one place where the hardware differs
-// from vq::fp32_to_fp16 is the payload of a NaN (F16C keeps the top mantissa bits, the scalar
-// conversion writes the canonical quiet NaN), so a group of eight values holding a NaN is
-// converted by the scalar code.
+// nearest even, overflow to +-inf and keep subnormals. The hardware differs from vq::fp32_to_fp16
+// / fp16_to_fp32 only on NaNs (F16C keeps the top payload bits and quiets a signalling NaN; the
+// scalar narrowing writes the canonical quiet NaN, the scalar widening keeps every bit), so a
+// group of eight values holding a NaN is converted by the scalar code.
 #include "store/row_codec.hpp"
 
 #include <cstring>
@@ -57,8 +57,15 @@ void fp32_to_fp16_n(const float* src, uint16_t* dst, int64_t n) {
 void fp16_to_fp32_n(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
+  const __m128i abs_mask = _mm_set1_epi16(0x7FFF), inf = _mm_set1_epi16(0x7C00);
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    // F16C quiets a signalling NaN (sets the top mantissa bit); the scalar widening keeps the
+    // bits as they are, so a group holding a NaN goes the scalar way.
+    if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(h, abs_mask), inf)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) dst[j] = fp16_to_fp32(load_u16(src + j));
+      continue;
+    }
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
 #endif
