@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "codecs/pca_codec.hpp"
 #include "coding/quantizer.hpp"
 #include "core/options.hpp"
 #include "transform/method_common.hpp"
@@ -363,6 +364,7 @@ OptionSpec kind_option() {
 
 void set_family_factories(MethodInfo& m, KvFactoryMaker maker) {
   m.family = Family::Transform;
+  m.make_row_codec = codecs::family_row_codec_factory(maker);
   m.make_cache = [maker](const CacheConfig& c,
                          const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     KvCoderFactory f = maker(c, ctx.head_dim);

@@ -1,5 +1,7 @@
 #include "transform/ggml_method.hpp"
 
+#include "codecs/ggml_codec.hpp"
+
 #include "transform/ggml_coder.hpp"
 #include "transform/transform_cache.hpp"
 #include "transform/transform_codec.hpp"
@@ -13,6 +15,10 @@ MethodInfo ggml_method_info(const char* id, coding::GgmlType type, const char* d
   m.family = Family::Transform;
   m.description = description;
   m.heads_coupled = true;
+  m.options = codecs::ggml_codec_options();
+  m.make_row_codec = [type](const CacheConfig& c, const store::StreamInfo& s) {
+    return codecs::make_ggml_row_codec(type, c, s);
+  };
   m.make_cache = [type](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     TransformSettings t;
     t.chunk_tokens = 1;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "codecs/kivi_codec.hpp"
 #include "core/options.hpp"
 #include "transform/family_coders.hpp"
 #include "veloxquant/codec.hpp"
@@ -226,6 +227,7 @@ MethodInfo kivi_method_info() {
   MethodInfo m;
   m.id = "kivi";
   m.family = Family::Transform;
+  m.make_row_codec = codecs::make_kivi_row_codec;
   m.description = "2-bit asymmetric quantization: keys per channel, values per token, groups of "
                   "32; the last 128 tokens at fp16";
   m.options = {

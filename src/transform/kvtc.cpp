@@ -4,6 +4,7 @@
 // the components under bit_budget bits per token (0 bits drops a component), per-chunk affine
 // quantization (or the calibration's fixed ranges) and order-0 Huffman coding. Optional fp16
 // attention sinks and recent window, and pre-RoPE keys. See docs/kvtc.md.
+#include "codecs/pca_codec.hpp"
 #include "coding/bit_allocation.hpp"
 #include "transform/method_common.hpp"
 #include "veloxquant/calibration.hpp"
@@ -71,6 +72,7 @@ MethodInfo kvtc_method_info() {
     }
   };
   m.family = Family::Transform;
+  m.make_row_codec = codecs::make_kvtc_row_codec;
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     transform::PcaSettings s = kvtc_settings(c, ctx.head_dim);
     transform::TransformSettings t = transform::pca_transform_settings(c, ctx.head_dim);

@@ -1,5 +1,6 @@
 #include "transform/method_common.hpp"
 
+#include "codecs/pca_codec.hpp"
 #include "coding/bit_allocation.hpp"
 #include "veloxquant/errors.hpp"
 
@@ -58,6 +59,9 @@ TransformSettings pca_transform_settings(const CacheConfig& c, int64_t head_dim)
 
 void set_pca_factories(MethodInfo& m, AllocRule rule, bool from_alloc_option) {
   m.family = Family::Transform;
+  m.make_row_codec = [rule, from_alloc_option](const CacheConfig& c, const store::StreamInfo& s) {
+    return codecs::make_pca_row_codec(c, s, rule, from_alloc_option);
+  };
   m.make_cache = [rule, from_alloc_option](const CacheConfig& c,
                                            const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     const PcaSettings s = pca_settings(c, ctx.head_dim, rule, from_alloc_option);

@@ -1,0 +1,64 @@
+// Resident q8_0 / q4_0 rows laid out as llama.cpp lays out its quantized KV cache: a row is one
+// head's D values, cut into D / block blocks that never cross a head boundary.
+//
+// block = 32 is llama.cpp's own format, byte for byte (coding/ggml_blocks.hpp): a q8_0 block is
+// an fp16 scale and 32 int8 quants (34 bytes), a q4_0 block an fp16 scale and 16 bytes of nibbles
+// (18 bytes). block = 16 and block = 8 are VeloxQuant variants (not llama.cpp formats) with the
+// same formulas and one fp16 scale per 16 / 8 values: q8_0 blocks of 2 + block bytes, q4_0 blocks
+// of 2 + block / 2 bytes whose byte j holds value j (low nibble) and value j + block / 2 (high
+// nibble). Every block size must divide head_dim: llama.cpp refuses a head_dim that is not a
+// multiple of 32, and so does block = 32 here.
+//
+// quant_q = true asks attention to round each query to q8_0 blocks (of `block` values) before the
+// K.Q product over this key stream, as llama.cpp's CPU path does when K is quantized (its
+// vec_dot_type of q8_0 and q4_0 is q8_0). The codec only reports it (quantizes_queries()); the
+// attention kernel does the rounding.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "coding/ggml_blocks.hpp"
+#include "store/row_codec.hpp"
+#include "veloxquant/registry.hpp"
+
+namespace vq::codecs {
+
+/// Bytes of one block of `block` values (block even, >= 2).
+int64_t ggml_block_bytes(coding::GgmlType t, int64_t block);
+/// Quantize x[0:k) (k a multiple of block) in blocks of `block` values with ggml's reference
+/// formulas. block = 32 gives exactly coding::ggml_quantize_row's bytes.
+void ggml_quantize_blocks(coding::GgmlType t, int64_t block, const float* x, int64_t k,
+                          uint8_t* out);
+/// Inverse of ggml_quantize_blocks (coding::ggml_dequantize_row for block = 32).
+void ggml_dequantize_blocks(coding::GgmlType t, int64_t block, const uint8_t* in, int64_t k,
+                            float* y);
+
+class GgmlCodec final : public store::RowCodec {
+ public:
+  /// Throws InvalidArgument when block does not divide dim (naming both) or block is not one of
+  /// 8, 16, 32. `keys`: the stream holds keys (only a key stream asks for query rounding).
+  GgmlCodec(coding::GgmlType type, int64_t dim, int64_t block, bool quant_q, bool keys);
+
+  int64_t row_bytes() const override { return dim() / block_ * ggml_block_bytes(type_, block_); }
+  void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
+  void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
+  bool quantizes_queries() const override { return quant_q_ && keys_; }
+  int64_t query_block() const override { return block_; }
+
+  coding::GgmlType type() const { return type_; }
+  int64_t block() const { return block_; }
+
+ private:
+  coding::GgmlType type_;
+  int64_t block_;
+  bool quant_q_, keys_;
+};
+
+/// The options q8_0 and q4_0 take: block (32 | 16 | 8) and quant_q.
+std::vector<OptionSpec> ggml_codec_options();
+/// The codec of one stream of a q8_0 / q4_0 cache.
+std::unique_ptr<store::RowCodec> make_ggml_row_codec(coding::GgmlType type, const CacheConfig& c,
+                                                     const store::StreamInfo& s);
+
+}  // namespace vq::codecs

@@ -1,0 +1,303 @@
+#include "codecs/pca_codec.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "codecs/bit_pack.hpp"
+#include "codecs/gear_codec.hpp"
+#include "coding/bit_allocation.hpp"
+#include "coding/byte_io.hpp"
+#include "coding/huffman.hpp"
+#include "coding/quantizer.hpp"
+#include "transform/method_common.hpp"
+#include "veloxquant/config.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace vq::codecs {
+
+namespace {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// One multiply-add as Eigen's packet kernels do it (fused when the target has FMA).
+inline float madd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+}  // namespace
+
+PcaCodec::PcaCodec(int64_t dim, std::unique_ptr<transform::RowCoder> fitter,
+                   transform::PcaSettings reader, transform::StreamId id, PcaGeometry g)
+    : RowCodec(dim), fitter_(std::move(fitter)), reader_(std::move(reader)), id_(id), g_(g) {
+  VQ_CHECK(dim >= 1 && dim <= 65536, InvalidArgument, "PCA codec: head_dim = ", dim,
+           " is out of range; allowed [1, 65536]");
+  VQ_CHECK(g_.chunk >= 1 && g_.fit >= 1, InvalidArgument, "PCA codec: chunk_tokens = ", g_.chunk,
+           " and fit_tokens = ", g_.fit, " must both be >= 1");
+  given_model_ = !fitter_->fit_uses_rows();
+  if (given_model_) fit(nullptr, 0);
+}
+
+void PcaCodec::fit(const float* rows, int64_t n) {
+  VQ_CHECK(!fitted_, InvalidArgument, "PCA codec: fit() called twice");
+  VQ_CHECK(given_model_ || (rows != nullptr && n >= 1), InvalidArgument,
+           "PCA codec: fit needs at least one row; got n = ", n);
+  EncodedSection sec;
+  fitter_->fit(rows, n, sec);
+  take_model(sec.bytes);
+  fitter_.reset();
+}
+
+void PcaCodec::take_model(const std::vector<uint8_t>& header) {
+  const int64_t D = dim();
+  // Read the model back from the header bytes, as the existing cache's decoder does.
+  transform::PcaRowCoder reader(D, reader_, id_);
+  coding::ByteReader in(header.data(), header.size());
+  reader.read_header(in);
+  VQ_CHECK(in.at_end(), FormatError, "PCA codec: ", in.remaining(),
+           " bytes left after the section header");
+  header_bytes_ = static_cast<int64_t>(header.size());
+  const transform::PcaModel& m = reader.model();
+  const int64_t k = m.kept();
+  widths_.resize(static_cast<size_t>(k));
+  int64_t bits = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    widths_[static_cast<size_t>(j)] = static_cast<uint8_t>(m.kept_bits[static_cast<size_t>(j)]);
+    bits += m.kept_bits[static_cast<size_t>(j)];
+  }
+  row_bytes_ = packed_bytes(bits);
+  external_entry_ = reader.external_entry();
+  external_bytes_ = reader.external_bytes();
+  basis_rows_.resize(static_cast<size_t>(k));
+  if (external_entry_ >= 0) {
+    // A calibrated model: point into the shared calibration instead of holding a copy.
+    calibration_ = reader_.calibration;
+    const CalibrationEntry& e = calibration_->entries[static_cast<size_t>(external_entry_)];
+    mean_ = e.mean.data();
+    fixed_ranges_ = reader_.quant_calibrated;
+    int64_t slot = 0;
+    for (int64_t j = 0; j < D; ++j) {
+      const int b = m.bits[static_cast<size_t>(j)];
+      if (b == 0) continue;
+      basis_rows_[static_cast<size_t>(slot++)] = e.basis.data() + j * D;
+      if (fixed_ranges_) {  // PcaRowCoder::calibrated_model's fixed quantizer
+        const size_t t = static_cast<size_t>(j * kCalibWidths + b);
+        const float lo = e.range_lo[t], hi = e.range_hi[t];
+        fixed_.push_back(coding::AffineParams{
+            lo, std::max((hi - lo) / static_cast<float>(coding::quant_levels(b)),
+                         coding::kMinScale)});
+      }
+    }
+  } else {
+    own_mean_ = m.mean;
+    own_basis_ = m.basis;
+    mean_ = own_mean_.data();
+    for (int64_t j = 0; j < k; ++j)
+      basis_rows_[static_cast<size_t>(j)] = own_basis_.data() + j * D;
+  }
+  fitted_ = true;
+}
+
+int64_t PcaCodec::state_bytes() const {
+  return static_cast<int64_t>(4 * (own_mean_.capacity() + own_basis_.capacity()) +
+                              widths_.capacity() + sizeof(const float*) * basis_rows_.capacity() +
+                              sizeof(coding::AffineParams) * fixed_.capacity());
+}
+
+void PcaCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) {
+  VQ_CHECK(fitted_, InvalidArgument, "PCA codec: encode before fit");
+  VQ_CHECK(n >= 1 && n <= g_.chunk, InvalidArgument, "PCA codec: a chunk of ", n,
+           " rows; allowed [1, chunk_tokens = ", g_.chunk, "]");
+  const int64_t D = dim(), k = kept(), rb = row_bytes_;
+  if (k == 0) return;  // nothing to store: every row is the mean
+  // The same arithmetic as PcaRowCoder::encode_chunk: center, one GEMM, per-component affine.
+  RowMatF B(k, D);
+  for (int64_t j = 0; j < k; ++j)
+    std::memcpy(B.data() + j * D, basis_rows_[static_cast<size_t>(j)], sizeof(float) * D);
+  Eigen::Map<const RowMatF> X(rows, n, D);
+  const Eigen::Map<const Eigen::RowVectorXf> mean(mean_, D);
+  const RowMatF Xc = X.rowwise() - mean;
+  RowMatF L(k, n);
+  L.noalias() = B * Xc.transpose();
+  std::vector<uint8_t> q(static_cast<size_t>(k * n)), qt(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    const int b = widths_[static_cast<size_t>(j)];
+    const float* lj = L.data() + j * n;
+    const coding::AffineParams p =
+        fixed_ranges_ ? fixed_[static_cast<size_t>(j)] : coding::fit_affine(lj, n, b);
+    coding::quantize_affine(lj, n, p, b, q.data() + j * n);
+    if (!fixed_ranges_) {
+      std::memcpy(params + 8 * j, &p.min, 4);
+      std::memcpy(params + 8 * j + 4, &p.scale, 4);
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < k; ++j) qt[static_cast<size_t>(j)] = q[static_cast<size_t>(j * n + t)];
+    pack_var(qt.data(), widths_.data(), k, codes + t * rb);
+  }
+}
+
+void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const {
+  const int64_t D = dim(), k = kept(), rb = row_bytes_;
+  // Per-component dequantizer of this chunk.
+  std::vector<float> mins(static_cast<size_t>(k)), scales(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) {
+    coding::AffineParams p;
+    if (fixed_ranges_) {
+      p = fixed_[static_cast<size_t>(j)];
+    } else {
+      std::memcpy(&p.min, params + 8 * j, 4);
+      std::memcpy(&p.scale, params + 8 * j + 4, 4);
+    }
+    mins[static_cast<size_t>(j)] = p.min;
+    scales[static_cast<size_t>(j)] = p.scale;
+  }
+  std::vector<uint8_t> q(static_cast<size_t>(k));
+  std::vector<float> acc(static_cast<size_t>(D));
+  float* a = acc.data();
+  for (int64_t t = 0; t < n; ++t) {
+    unpack_var(codes + t * rb, widths_.data(), k, q.data());
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t j = 0; j < k; ++j) {
+      // coding::dequantize_affine's formula, then one multiply-add per value.
+      const float l = mins[static_cast<size_t>(j)] +
+                      static_cast<float>(q[static_cast<size_t>(j)]) * scales[static_cast<size_t>(j)];
+      const float* bj = basis_rows_[static_cast<size_t>(j)];
+      for (int64_t d = 0; d < D; ++d) a[d] = madd(l, bj[d], a[d]);
+    }
+    float* y = out + t * D;
+    for (int64_t d = 0; d < D; ++d) y[d] = mean_[d] + a[d];
+  }
+}
+
+int64_t PcaCodec::stored_chunk_bytes(const uint8_t* params, const uint8_t* codes,
+                                     int64_t n) const {
+  (void)params;
+  const int64_t k = kept(), rb = row_bytes_;
+  std::vector<uint8_t> out;
+  coding::put_varint(out, static_cast<uint64_t>(n));
+  int64_t total = static_cast<int64_t>(out.size()) + (fixed_ranges_ ? 0 : 8 * k);
+  if (k == 0) return total;
+  // Codes component-major (each component's n codes in token order), as the storage coder
+  // streams them: one stream per width, ascending, components of a width in index order.
+  std::vector<uint8_t> q(static_cast<size_t>(k * n)), qt(static_cast<size_t>(k));
+  for (int64_t t = 0; t < n; ++t) {
+    unpack_var(codes + t * rb, widths_.data(), k, qt.data());
+    for (int64_t j = 0; j < k; ++j) q[static_cast<size_t>(j * n + t)] = qt[static_cast<size_t>(j)];
+  }
+  coding::HuffmanEncoder enc;
+  std::vector<uint8_t> group, stream;
+  for (int w = 1; w <= coding::kMaxQuantBits; ++w) {
+    group.clear();
+    for (int64_t j = 0; j < k; ++j)
+      if (widths_[static_cast<size_t>(j)] == w)
+        group.insert(group.end(), q.begin() + j * n, q.begin() + (j + 1) * n);
+    if (group.empty()) continue;
+    stream.clear();
+    enc.encode(group.data(), group.size(), w, stream, reader_.entropy, static_cast<size_t>(n));
+    total += static_cast<int64_t>(stream.size());
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Factories
+
+namespace {
+
+PcaGeometry pca_geometry(const CacheConfig& c, int64_t D) {
+  const transform::TransformSettings t = transform::pca_transform_settings(c, D);
+  PcaGeometry g;
+  g.chunk = t.chunk_tokens;
+  g.fit = t.fit_tokens;
+  return g;
+}
+
+transform::StreamId stream_id(const store::StreamInfo& s) {
+  return transform::StreamId{s.layer, s.head, s.kv, s.n_heads};
+}
+
+void check_dim(const CacheConfig& c, int64_t D) {
+  VQ_CHECK(D >= 1 && D <= 65536, InvalidArgument, c.method(), ": head_dim = ", D,
+           " is out of range; allowed [1, 65536]");
+}
+
+}  // namespace
+
+std::unique_ptr<store::RowCodec> make_kvtc_row_codec(const CacheConfig& c,
+                                                     const store::StreamInfo& s) {
+  const int64_t D = s.head_dim;
+  check_dim(c, D);
+  // kvtc.cpp's settings: its alloc / quant options on top of the common PCA ones.
+  transform::PcaSettings st = transform::pca_settings(c, D, transform::AllocRule::Dp, true);
+  const std::string& a = c.get_string("alloc");
+  st.rule = a == "waterfill" ? transform::AllocRule::Waterfill : transform::AllocRule::Dp;
+  st.measured_alloc = a == "dp_measured";
+  st.quant_calibrated = c.get_string("quant") == "calibrated";
+  PcaGeometry g = pca_geometry(c, D);
+  g.sink = c.get_int("sink_tokens");
+  g.recent = c.get_int("recent_tokens");
+  g.pre_rope = c.get_string("rope") == "pre";
+  const std::string& path = c.get_string("basis");
+  if (path != "local") {  // the checks kvtc's cache makes before it uses a calibration
+    std::shared_ptr<const Calibration> cal = load_calibration_shared(path);
+    VQ_CHECK(cal->head_dim == D, InvalidArgument, "kvtc: calibration '", path, "' has head_dim ",
+             cal->head_dim, " but the cache's head_dim is ", D);
+    VQ_CHECK(s.layer >= 0 && s.layer < cal->n_layers, InvalidArgument, "kvtc: layer ", s.layer,
+             " is outside the calibration '", path, "' (n_layers = ", cal->n_layers, ")");
+    VQ_CHECK(s.n_heads == cal->n_kv_heads, InvalidArgument, "kvtc: the cache has ", s.n_heads,
+             " KV heads but the calibration '", path, "' has n_kv_heads = ", cal->n_kv_heads);
+    const RopeMode want = g.pre_rope ? RopeMode::Pre : RopeMode::Post;
+    VQ_CHECK(cal->rope == want, InvalidArgument, "kvtc: calibration '", path,
+             "' was measured on ", rope_mode_name(cal->rope), "-RoPE keys but the cache has rope=",
+             rope_mode_name(want));
+    VQ_CHECK(!(st.measured_alloc && !st.quant_calibrated) || g.chunk == cal->chunk_tokens,
+             InvalidArgument, "kvtc: alloc=dp_measured with quant=chunk uses the per-chunk error "
+             "the calibration '", path, "' measured with chunk_tokens = ", cal->chunk_tokens,
+             ", but this cache has chunk_tokens = ", g.chunk,
+             "; match them (calibrate --chunk-tokens) or use quant=calibrated");
+    st.calibration = cal;
+    st.calibration_id = cal->id();
+  }
+  const transform::StreamId id = stream_id(s);
+  return std::make_unique<PcaCodec>(D, std::make_unique<transform::PcaRowCoder>(D, st, id), st, id,
+                                    g);
+}
+
+std::unique_ptr<store::RowCodec> make_pca_row_codec(const CacheConfig& c,
+                                                    const store::StreamInfo& s,
+                                                    transform::AllocRule rule,
+                                                    bool from_alloc_option) {
+  const int64_t D = s.head_dim;
+  check_dim(c, D);
+  const transform::PcaSettings st = transform::pca_settings(c, D, rule, from_alloc_option);
+  const transform::StreamId id = stream_id(s);
+  return std::make_unique<PcaCodec>(D, std::make_unique<transform::PcaRowCoder>(D, st, id), st, id,
+                                    pca_geometry(c, D));
+}
+
+store::RowCodecFactory family_row_codec_factory(transform::KvFactoryMaker maker) {
+  return [maker](const CacheConfig& c, const store::StreamInfo& s) -> std::unique_ptr<store::RowCodec> {
+    const int64_t D = s.head_dim;
+    check_dim(c, D);
+    std::unique_ptr<transform::RowCoder> coder = maker(c, D)(D, s.kv);
+    const PcaGeometry g = pca_geometry(c, D);
+    if (dynamic_cast<transform::FixedRulePcaCoder*>(coder.get()) != nullptr)
+      // FixedRulePcaCoder's inner coder reads with default settings (Huffman streams).
+      return std::make_unique<PcaCodec>(D, std::move(coder), transform::PcaSettings{},
+                                        stream_id(s), g);
+    if (dynamic_cast<transform::Fp16RowCoder*>(coder.get()) != nullptr)
+      return std::make_unique<store::Fp16Codec>(D, g.chunk, 0, 0, g.fit);
+    if (dynamic_cast<transform::GearRowCoder*>(coder.get()) != nullptr)
+      return make_gear_row_codec(c, s);
+    VQ_THROW(InvalidArgument, c.method(), ": no resident row codec for this stream's coder (",
+             s.kv == 0 ? "keys" : "values", ")");
+  };
+}
+
+}  // namespace vq::codecs

@@ -1,0 +1,105 @@
+// Resident form of the PCA family (kvtc, uniform, svdq_split, palu, spectralquant, svdq's keys).
+//
+// The model is fitted by the method's own transform coder (PcaRowCoder or FixedRulePcaCoder) on
+// the stream's first fit_rows() rows, and read back from the section header that coder writes,
+// so mean, basis and bit widths are exactly those of the existing cache. A chunk of n rows is
+// then projected with the same Eigen product and quantized with the same affine quantizer, so
+// its codes and (min, scale) are bit-identical to what PcaRowCoder::encode_chunk Huffman-codes.
+//
+// Layout (k = kept components, b_j their widths in [1, 8], component order = descending variance):
+//   chunk params: k x (f32 min, f32 scale) = 8k bytes; none with kvtc quant=calibrated (the
+//                 calibration's fixed range per component and width is used instead);
+//   row:          the k codes, component order, packed LSB-first at b_j bits each:
+//                 ceil(sum_j b_j / 8) bytes (0 when every component is dropped: the row decodes
+//                 to the mean).
+// A row decodes on its own: latent_j = min_j + code_j * scale_j, then
+// x = mean + sum_j latent_j * basis_j, summed in component order with one fused multiply-add per
+// term (the order Eigen's single-accumulator GEMM kernels use). The existing decoder runs that
+// sum as one GEMM over the whole chunk, whose kernels for some (row, column) positions split the
+// sum into even and odd terms; those values can differ in the last bits (the codes never do).
+//
+// Storage form: stored_chunk_bytes() is the size of the chunk PcaRowCoder::encode_chunk writes
+// for the same codes (varint n, params, one Huffman / range-coded stream per width), and
+// stored_header_bytes() the size of its section header (format, widths, mean, kept basis).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "store/row_codec.hpp"
+#include "transform/family_coders.hpp"
+#include "transform/pca_coder.hpp"
+#include "veloxquant/calibration.hpp"
+
+namespace vq::codecs {
+
+/// Chunking of a PCA stream (as TransformSettings resolves it today).
+struct PcaGeometry {
+  int64_t chunk = 128, fit = 0, recent = 0, sink = 0;
+  bool pre_rope = false;
+};
+
+class PcaCodec final : public store::RowCodec {
+ public:
+  /// `fitter` fits the model and writes the section header (a PcaRowCoder or a
+  /// FixedRulePcaCoder); `reader` settings parse it back (they carry the calibration, if any)
+  /// and give the entropy policy of the storage form. A fitter whose model is given (a
+  /// calibration) is fitted at once: fit_rows() is then 0.
+  PcaCodec(int64_t dim, std::unique_ptr<transform::RowCoder> fitter,
+           transform::PcaSettings reader, transform::StreamId id, PcaGeometry g);
+
+  int64_t chunk_rows() const override { return g_.chunk; }
+  int64_t recent_rows() const override { return g_.recent; }
+  int64_t sink_rows() const override { return g_.sink; }
+  int64_t fit_rows() const override { return given_model_ ? 0 : g_.fit; }
+  void fit(const float* rows, int64_t n) override;
+  bool fitted() const override { return fitted_; }
+
+  int64_t row_bytes() const override { return row_bytes_; }
+  int64_t chunk_param_bytes(int64_t) const override { return fixed_ranges_ ? 0 : 8 * kept(); }
+  void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
+  void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
+
+  bool wants_pre_rope() const override { return g_.pre_rope; }
+  int64_t state_bytes() const override;
+  int64_t external_bytes() const override { return external_bytes_; }
+  int64_t external_entry() const override { return external_entry_; }
+  int64_t stored_chunk_bytes(const uint8_t* params, const uint8_t* codes,
+                             int64_t n) const override;
+  int64_t stored_header_bytes() const override { return header_bytes_; }
+
+  int64_t kept() const { return static_cast<int64_t>(widths_.size()); }
+  /// Kept components' widths, component order.
+  const std::vector<uint8_t>& widths() const { return widths_; }
+
+ private:
+  void take_model(const std::vector<uint8_t>& header);
+
+  std::unique_ptr<transform::RowCoder> fitter_;  // released after fit
+  transform::PcaSettings reader_;
+  transform::StreamId id_;
+  PcaGeometry g_;
+  bool given_model_ = false, fitted_ = false, fixed_ranges_ = false;
+  int64_t row_bytes_ = 0, header_bytes_ = 0, external_bytes_ = 0, external_entry_ = -1;
+  std::vector<uint8_t> widths_;                   // [k]
+  std::vector<float> own_mean_, own_basis_;       // local model: [D], [k, D]
+  const float* mean_ = nullptr;                   // own_mean_ or the calibration's
+  std::vector<const float*> basis_rows_;          // [k] rows of own_basis_ or the calibration's
+  std::vector<coding::AffineParams> fixed_;       // [k] quant=calibrated ranges
+  std::shared_ptr<const Calibration> calibration_;  // keeps the referenced model alive
+};
+
+/// kvtc's codec for one stream (all of its options; basis=<path> loads the calibration).
+std::unique_ptr<store::RowCodec> make_kvtc_row_codec(const CacheConfig& c,
+                                                     const store::StreamInfo& s);
+/// The codec of a set_pca_factories method (uniform, svdq_split).
+std::unique_ptr<store::RowCodec> make_pca_row_codec(const CacheConfig& c,
+                                                    const store::StreamInfo& s,
+                                                    transform::AllocRule rule,
+                                                    bool from_alloc_option);
+/// The codec of a set_family_factories method (palu, spectralquant, svdq, gear): the method's
+/// own coder for the stream decides (FixedRulePcaCoder -> PcaCodec, Fp16RowCoder -> a chunked
+/// Fp16Codec with the same geometry, GearRowCoder -> GearCodec from the config).
+store::RowCodecFactory family_row_codec_factory(transform::KvFactoryMaker maker);
+
+}  // namespace vq::codecs

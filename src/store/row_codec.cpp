@@ -1,0 +1,102 @@
+// fp16 / bf16 row codecs and the bulk conversions under them.
+//
+// The vector path (F16C) and the scalar path give the same bits for every input: both round to
+// nearest even, overflow to +-inf and keep subnormals. The hardware differs from vq::fp32_to_fp16
+// / fp16_to_fp32 only on NaNs (F16C keeps the top payload bits and quiets a signalling NaN; the
+// scalar narrowing writes the canonical quiet NaN, the scalar widening keeps every bit), so a
+// group of eight values holding a NaN is converted by the scalar code.
+#include "store/row_codec.hpp"
+
+#include <cstring>
+
+#include "veloxquant/tensor.hpp"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace vq::store {
+
+namespace {
+
+inline void store_u16(uint16_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+inline uint16_t load_u16(const uint16_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+/// vq::fp32_to_bf16, inlined so the bulk loop need not call out per value.
+inline uint16_t to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
+  const uint32_t lsb = (x >> 16) & 1u;
+  x += 0x7FFFu + lsb;
+  return static_cast<uint16_t>(x >> 16);
+}
+
+}  // namespace
+
+void fp32_to_fp16_n(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(src + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) store_u16(dst + j, fp32_to_fp16(src[j]));
+      continue;
+    }
+    const __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+#endif
+  for (; i < n; ++i) store_u16(dst + i, fp32_to_fp16(src[i]));
+}
+
+void fp16_to_fp32_n(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  const __m128i abs_mask = _mm_set1_epi16(0x7FFF), inf = _mm_set1_epi16(0x7C00);
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    // F16C quiets a signalling NaN (sets the top mantissa bit); the scalar widening keeps the
+    // bits as they are, so a group holding a NaN goes the scalar way.
+    if (_mm_movemask_epi8(_mm_cmpgt_epi16(_mm_and_si128(h, abs_mask), inf)) != 0) {
+      for (int64_t j = i; j < i + 8; ++j) dst[j] = fp16_to_fp32(load_u16(src + j));
+      continue;
+    }
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = fp16_to_fp32(load_u16(src + i));
+}
+
+void fp32_to_bf16_n(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store_u16(dst + i, to_bf16(src[i]));
+}
+
+void bf16_to_fp32_n(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(load_u16(src + i)) << 16;
+    std::memcpy(dst + i, &bits, 4);
+  }
+}
+
+void Fp16Codec::encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) {
+  fp32_to_fp16_n(rows, reinterpret_cast<uint16_t*>(codes), n * dim());
+}
+
+void Fp16Codec::decode(const uint8_t*, const uint8_t* codes, int64_t n, float* out) const {
+  fp16_to_fp32_n(reinterpret_cast<const uint16_t*>(codes), out, n * dim());
+}
+
+void Bf16Codec::encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) {
+  fp32_to_bf16_n(rows, reinterpret_cast<uint16_t*>(codes), n * dim());
+}
+
+void Bf16Codec::decode(const uint8_t*, const uint8_t* codes, int64_t n, float* out) const {
+  bf16_to_fp32_n(reinterpret_cast<const uint16_t*>(codes), out, n * dim());
+}
+
+}  // namespace vq::store
