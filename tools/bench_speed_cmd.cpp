@@ -18,12 +18,13 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
   cmd->add_option("--min-seconds", o->s.min_seconds, "time budget per row")->check(CLI::Range(0.0, 60.0));
   cmd->add_option("--ns", o->s.ns, "cache sizes n for the eviction rows");
   cmd->add_option("--dims", o->s.dims, "head dims D for the eviction rows");
-  cmd->add_option("--only", o->only, "one group: eviction, codec or generate")
-      ->check(CLI::IsMember({"eviction", "codec", "generate"}));
+  cmd->add_option("--only", o->only, "one group: attention, eviction, codec or generate")
+      ->check(CLI::IsMember({"attention", "eviction", "codec", "generate"}));
   cmd->add_option("--models", o->s.models_dir, "directory holding stories260K.bin");
   cmd->callback([o, &g] {
     if (!o->only.empty()) {
       o->s.eviction = o->only == "eviction";
+      o->s.attention = o->only == "attention";
       o->s.codec = o->only == "codec";
       o->s.generate = o->only == "generate";
     }

@@ -51,9 +51,16 @@ void register_methods(CLI::App& app, Globals&) {
                       range_of(o).c_str(), o.help.c_str());
       }
       jm["options"] = opts;
+      jm["composable"] = m.family == vq::Family::Eviction ? "policy" : (m.make_row_codec ? "codec" : "");
       arr.push_back(jm);
     }
-    if (!json_path->empty()) write_json(*json_path, nlohmann::json{{"methods", arr}});
+    const char* compose =
+        "Compose any eviction policy with any codec as 'policy[:opts]+codec[:opts]', e.g. "
+        "'snapkv:budget=256+q4_0' or 'h2o:budget=128,recent=64+kvtc:bit_budget=24': the policy "
+        "decides which tokens stay, the codec how each kept token is stored.";
+    if (!json_stdout) std::printf("\n%s\n", compose);
+    if (!json_path->empty())
+      write_json(*json_path, nlohmann::json{{"methods", arr}, {"composition", compose}});
   });
 }
 

@@ -204,7 +204,7 @@ class Engine {
 
   int64_t n_layers() const;
   const KVCache& cache(int64_t layer) const;
-  /// Sum over layers of kept_bytes and full_seq_bytes (tokens_* from layer 0).
+  /// Sum over layers of the byte fields (kept, its parts, stored, full_seq; tokens_* from layer 0).
   CacheStats stats() const;
 
  private:

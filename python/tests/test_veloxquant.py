@@ -81,9 +81,22 @@ def test_transform_cache_stats_have_method_fields():
     K, V, pos = cache.update_and_fetch(k, v)
     assert K.shape == k.shape
     st = cache.stats
-    assert st["kvtc_bytes"] == st["kept_bytes"] > 0
+    parts = ("content_bytes", "codec_param_bytes", "policy_bytes", "index_bytes", "overhead_bytes")
+    assert st["kept_bytes"] == pytest.approx(sum(st[p] for p in parts)) and st["kept_bytes"] > 0
     assert st["compression_ratio"] == pytest.approx(st["full_seq_bytes"] / st["kept_bytes"])
-    assert st["pre_entropy_bytes"] > 0
+    assert st["stored_bytes"] > 0
+
+
+def test_composed_spec_evicts_and_quantizes():
+    k, v = kv(6, S=96)
+    cache = vq.Cache("streaming_llm:budget=32+q8_0:block=16", head_dim=16)
+    K, V, pos = cache.update_and_fetch(k, v)
+    assert K.shape[2] == 32
+    st = cache.stats
+    # 32 rows per head of one 18-byte q8_0 block (16 values) for K and for V
+    assert st["stored_bytes"] == 2 * k.shape[1] * 32 * 18
+    with pytest.raises(ValueError, match="two|policy|codec"):
+        vq.Cache("h2o:budget=8+snapkv:budget=8", head_dim=16)
 
 
 def test_errors_are_value_errors_with_the_library_message():

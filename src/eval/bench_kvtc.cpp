@@ -1,5 +1,8 @@
 #include "eval/bench_kvtc.hpp"
 
+#include "codecs/pca_codec.hpp"
+#include "eviction/eviction_cache.hpp"
+
 #include <chrono>
 #include <cmath>
 
@@ -110,9 +113,9 @@ std::vector<KvtcRow> run_kvtc_bench(const KvtcBenchOptions& opt) {
             row.entropy_coding_gain += st.get("entropy_coding_gain");
             row.compression_ratio += st.compression_ratio;
             row.ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
-            if (auto* tc = dynamic_cast<const transform::TransformCache*>(cache.get()))
-              if (auto* pc = dynamic_cast<const transform::PcaRowCoder*>(tc->encoder(0, 0, 0)))
-                row.kept_components += static_cast<double>(pc->model().kept());
+            if (auto* ec = dynamic_cast<const eviction::EvictionCache*>(cache.get()))
+              if (auto* pc = dynamic_cast<const codecs::PcaCodec*>(&ec->head_state(0, 0).kv.codec(0)))
+                row.kept_components += static_cast<double>(pc->kept());
           }
           const double n = static_cast<double>(opt.n_seeds);
           row.mse /= n;

@@ -63,6 +63,37 @@ struct AttentionStep {
   }
 };
 
+// The same decode attention step read through a cache's store: keys and values decoded
+// store::kReadBlock rows at a time into bounded scratch (what the engine does).
+struct StoreAttentionStep {
+  const store::RowSource& K;
+  const store::RowSource& V;
+  Eigen::VectorXf q, logits, out;
+  RowMatF block;
+  StoreAttentionStep(const KVCache& c, const std::vector<float>& k, int64_t n, int64_t D)
+      : K(c.keys(0, 0)), V(c.values(0, 0)), q(Eigen::Map<const Eigen::VectorXf>(k.data() + (n - 1) * D, D)),
+        logits(n), out(D), block(store::kReadBlock, D) {}
+  double operator()() {
+    const int64_t n = K.rows();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(K.dim()));
+    for (int64_t f = 0; f < n; f += store::kReadBlock) {
+      const int64_t m = std::min(store::kReadBlock, n - f);
+      K.read(f, m, block.data());
+      logits.segment(f, m).noalias() = (block.topRows(m) * q) * scale;
+    }
+    const float mx = logits.maxCoeff();
+    logits = (logits.array() - mx).exp();
+    logits /= logits.sum();
+    out.setZero();
+    for (int64_t f = 0; f < n; f += store::kReadBlock) {
+      const int64_t m = std::min(store::kReadBlock, n - f);
+      V.read(f, m, block.data());
+      out.noalias() += block.topRows(m).transpose() * logits.segment(f, m);
+    }
+    return out(0);
+  }
+};
+
 Tensor token_tensor(const std::vector<float>& data, int64_t s, int64_t D) {
   return Tensor::from_fp32(data.data() + s * D, 1, 1, 1, D);
 }
@@ -279,8 +310,33 @@ std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys) 
   return out;
 }
 
+// Decode attention through the store (issue 13's speed rows): one head, n = 4096, D = 128.
+void add_attention_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
+  const int64_t n = 4096, D = 128;
+  const auto k = realistic_kv(n, D, 5, true), v = realistic_kv(n, D, 6, false);
+  AttentionStep fp32(k, v, n, D);
+  const double t32 = time_per_call(opt.min_seconds, 20, fp32);
+  rows.push_back({"attention", "fp32 rows (Eigen, contiguous)", n, D, t32 * 1e9, "ns/step", 1.0,
+                  "fp32 rows", "today's step over a plain fp32 matrix"});
+  double t16 = 0;
+  for (const char* spec : {"full", "q8_0", "q4_0"}) {
+    if (opt.progress) opt.progress(std::string("attention over ") + spec);
+    auto cache = make_cache(spec, D);
+    const Tensor K = Tensor::from_fp32(k.data(), 1, 1, n, D), V = Tensor::from_fp32(v.data(), 1, 1, n, D);
+    cache->update(K, V);
+    StoreAttentionStep step(*cache, k, n, D);
+    const double t = time_per_call(opt.min_seconds, 20, step);
+    if (std::string(spec) == "full") t16 = t;
+    const bool is16 = std::string(spec) == "full";
+    rows.push_back({"attention", std::string(spec) + (is16 ? " (fp16 rows)" : " rows") + " via the store", n, D,
+                    t * 1e9, "ns/step", is16 ? t32 / t : t16 / t, is16 ? "fp32 rows (speed)" : "fp16 store (speed)",
+                    is16 ? "goal >= 0.9" : "goal >= 0.7"});
+  }
+}
+
 std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt) {
   std::vector<SpeedRow> rows;
+  if (opt.attention) add_attention_rows(opt, rows);
   if (opt.eviction) add_eviction_rows(opt, rows);
   if (opt.codec) add_codec_rows(opt, rows);
   if (opt.generate) add_generate_rows(opt, rows);

@@ -28,6 +28,7 @@ struct SpeedOptions {
   int64_t rank_cap = 16;
   double min_seconds = 0.3;  ///< time budget per measured row
   bool codec = true;
+  bool attention = true;     ///< decode attention through the store vs fp32 rows
   bool eviction = true;
   bool generate = true;
   std::string models_dir;    ///< for the generate rows ("" = default search)

@@ -116,8 +116,11 @@ class CurDKVCache final : public eviction::EvictionCache {
       tmp_.resize(static_cast<size_t>(n));
       eviction::driving_attention(keys(st), n, k, q, use_queries_, attn_.data(), tmp_.data());
       const double a_new = attn_[static_cast<size_t>(slot)];
+      // the newcomer's value as the store holds it (the rows of W are stored values)
+      vrow_.resize(static_cast<size_t>(D));
+      values(st).read(slot, 1, vrow_.data());
       wnew_.resize(D);
-      for (int64_t d = 0; d < D; ++d) wnew_(d) = a_new * static_cast<double>(v[d]);
+      for (int64_t d = 0; d < D; ++d) wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
       seed = lev.seed_scaled(1.0 - a_new, wnew_.data(), D, rank_cap_);
     } else {
       weighted_block(st, n, k, q);
@@ -162,11 +165,12 @@ class CurDKVCache final : public eviction::EvictionCache {
   std::vector<SubspaceLeverage> trackers_;
   eviction::RowMatD W_;  // Eigen-owned (aligned): reductions do not depend on input addresses
   std::vector<float> blk_;  // one decoded block of V
+  std::vector<float> vrow_;  // one decoded value row
   std::vector<int64_t> generation_;  // per head: the store generation the trackers last saw
   int64_t policy_bytes() const override {
     int64_t b = eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_) +
                 eviction::buffer_bytes(lev_) + eviction::buffer_bytes(wnew_) +
-                eviction::buffer_bytes(W_) + eviction::buffer_bytes(blk_) +
+                eviction::buffer_bytes(W_) + eviction::buffer_bytes(blk_) + eviction::buffer_bytes(vrow_) +
                 eviction::buffer_bytes(trackers_) + eviction::buffer_bytes(generation_);
     for (const auto& t : trackers_) b += t.bytes();
     return b;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
@@ -38,7 +39,19 @@ EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budge
   if (!codec.method().empty()) {
     const MethodInfo& m = find_method(codec.method());
     VQ_CHECK(m.make_row_codec != nullptr, InvalidArgument, this->config().method(), ": '",
-             codec.to_string(), "' is not a codec; kept rows can be stored through a codec method");
+             codec.method(), "' is not a codec; kept rows can be stored through a codec method");
+    // Build head 0's codecs once now (KV head count still unknown): a bad codec configuration
+    // (a calibration for another model, a head_dim the format refuses) fails here, at
+    // construction, and the codec says what attention must know.
+    for (int kv = 0; kv < 2; ++kv) {
+      auto probe = m.make_row_codec(codec, store::StreamInfo{head_dim(), context().layer, 0, 0, kv,
+                                                             context().seed});
+      if (kv == 0) {
+        pre_rope_ = probe->wants_pre_rope();
+        quant_q_ = probe->quantizes_queries();
+        q_block_ = probe->query_block();
+      }
+    }
   }
 }
 
@@ -70,7 +83,7 @@ const store::RowSource& EvictionCache::values(int64_t b, int64_t h) const {
 }
 const int64_t* EvictionCache::positions(int64_t b, int64_t h) const {
   check_head(b, h);
-  return heads_[static_cast<size_t>(b * kv_heads() + h)].pos.data();
+  return heads_[static_cast<size_t>(b * kv_heads() + h)].kv.positions();
 }
 int64_t EvictionCache::kept(int64_t b, int64_t h) const {
   if (heads_.empty()) return 0;
@@ -78,22 +91,11 @@ int64_t EvictionCache::kept(int64_t b, int64_t h) const {
   return heads_[static_cast<size_t>(b * kv_heads() + h)].n;
 }
 
-bool EvictionCache::wants_pre_rope_keys() const {
-  // Known before the first update: ask a codec built for head 0 (cheap: codecs fit lazily).
-  const CacheConfig& codec = context().codec;
-  if (codec.method().empty()) return false;
-  const MethodInfo& m = find_method(codec.method());
-  return m.make_row_codec(codec, store::StreamInfo{head_dim(), context().layer, 0, 1, 0, 0})
-      ->wants_pre_rope();
-}
+bool EvictionCache::wants_pre_rope_keys() const { return pre_rope_; }
 
 bool EvictionCache::quantizes_queries(int64_t* block) const {
-  const CacheConfig& codec = context().codec;
-  if (codec.method().empty()) return false;
-  const MethodInfo& m = find_method(codec.method());
-  auto c = m.make_row_codec(codec, store::StreamInfo{head_dim(), context().layer, 0, 1, 0, 0});
-  if (block) *block = c->query_block();
-  return c->quantizes_queries();
+  if (block) *block = q_block_;
+  return quant_q_;
 }
 
 void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) {
@@ -125,28 +127,26 @@ int64_t EvictionCache::append(HeadState& st, const float* k, const float* v, int
                               double score, double aux) {
   const int64_t slot = st.kv.append(k, v, pos);
   st.n = st.kv.size();
-  grow_to(st.pos, static_cast<size_t>(st.n));
-  grow_to(st.score, static_cast<size_t>(st.n));
-  grow_to(st.aux, static_cast<size_t>(st.n));
-  st.pos[static_cast<size_t>(slot)] = pos;
-  st.score[static_cast<size_t>(slot)] = score;
-  st.aux[static_cast<size_t>(slot)] = aux;
+  if (keeps_scores()) {
+    grow_to(st.score, static_cast<size_t>(st.n));
+    grow_to(st.aux, static_cast<size_t>(st.n));
+    st.score[static_cast<size_t>(slot)] = score;
+    st.aux[static_cast<size_t>(slot)] = aux;
+  }
   return slot;
 }
 
 void EvictionCache::remove_slot(HeadState& st, int64_t slot) {
   st.kv.remove(slot);
   const int64_t last = st.n - 1;
+  st.n = last;
+  if (!keeps_scores()) return;
   if (slot != last) {
-    st.pos[static_cast<size_t>(slot)] = st.pos[static_cast<size_t>(last)];
     st.score[static_cast<size_t>(slot)] = st.score[static_cast<size_t>(last)];
     st.aux[static_cast<size_t>(slot)] = st.aux[static_cast<size_t>(last)];
   }
-  st.n = last;
-  st.pos.resize(static_cast<size_t>(last));
   st.score.resize(static_cast<size_t>(last));
   st.aux.resize(static_cast<size_t>(last));
-  maybe_shrink(st.pos);
   maybe_shrink(st.score);
   maybe_shrink(st.aux);
 }
@@ -157,9 +157,16 @@ CacheStats EvictionCache::stats() const {
   st.tokens_kept = heads_.empty() ? 0 : heads_[0].n;
   store::StoreBytes b;
   int64_t slots = 0;
+  std::set<int64_t> shared;  // a calibration entry several streams read is counted once
+  int64_t external = 0;
   for (const HeadState& h : heads_) {
     b += h.kv.bytes();
-    slots += cap_bytes(h.pos) + cap_bytes(h.score) + cap_bytes(h.aux);
+    slots += cap_bytes(h.score) + cap_bytes(h.aux);
+    for (int kv = 0; kv < 2; ++kv) {
+      const store::RowCodec& c = h.kv.codec(kv);
+      if (c.external_entry() >= 0 && shared.insert(c.external_entry()).second)
+        external += c.external_bytes();
+    }
   }
   st.content_bytes = static_cast<double>(b.content);
   st.codec_param_bytes = static_cast<double>(b.params);
@@ -172,7 +179,9 @@ CacheStats EvictionCache::stats() const {
   const double D = static_cast<double>(head_dim());
   st.full_seq_bytes =
       static_cast<double>(batch() * kv_heads()) * static_cast<double>(offset()) * D * 2.0 * 2.0;
-  st.compression_ratio = st.kept_bytes > 0 ? st.full_seq_bytes / st.kept_bytes : 1.0;
+  // 1 until a token is held (nothing to compress yet)
+  st.compression_ratio =
+      st.full_seq_bytes > 0 && st.kept_bytes > 0 ? st.full_seq_bytes / st.kept_bytes : 1.0;
   st.extra = {
       {"content_bytes", st.content_bytes},
       {"codec_param_bytes", st.codec_param_bytes},
@@ -180,11 +189,14 @@ CacheStats EvictionCache::stats() const {
       {"index_bytes", st.index_bytes},
       {"overhead_bytes", st.overhead_bytes},
       {"stored_bytes", st.stored_bytes},
-      {"external_basis_bytes", static_cast<double>(b.external)},
+      {"external_basis_bytes", static_cast<double>(external)},
       {"raw_tokens", heads_.empty() ? 0.0 : static_cast<double>(heads_[0].kv.bytes().window_rows)},
       {"encoded_tokens",
        heads_.empty() ? 0.0 : static_cast<double>(heads_[0].kv.bytes().encoded_rows)},
       {"chunks", static_cast<double>(b.chunks)},
+      {"resident_kv_bytes", static_cast<double>(b.content + b.params)},
+      {"entropy_coding_gain",
+       b.stored > 0 ? static_cast<double>(b.content + b.params) / static_cast<double>(b.stored) : 1.0},
   };
   return st;
 }

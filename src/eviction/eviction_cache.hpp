@@ -41,9 +41,8 @@ struct QueryRows {
 
 /// One (batch, head) of kept tokens. Slots [0, n) are live.
 struct HeadState {
-  store::HeadStore kv;         // keys and values, resident form
-  std::vector<int64_t> pos;    // [n] absolute positions
-  std::vector<double> score;   // [n] the method's retention score
+  store::HeadStore kv;         // keys, values and positions (kv.position(slot)), resident form
+  std::vector<double> score;   // [n] the method's retention score (empty unless keeps_scores())
   std::vector<double> aux;     // [n] a second per-token value (e.g. update counts)
   int64_t n = 0;
   size_t index = 0;            // b * H + h
@@ -99,7 +98,7 @@ class EvictionCache : public KVCache {
     double best_v = 0;
     int64_t best_pos = 0;
     for (int64_t i = 0; i < st.n; ++i) {
-      const int64_t p = st.pos[static_cast<size_t>(i)];
+      const int64_t p = st.kv.position(i);
       if (p < n_sink_ || p >= protect_from) continue;
       const double v = key(i);
       if (best < 0 || v < best_v || (v == best_v && p < best_pos)) {
@@ -120,10 +119,15 @@ class EvictionCache : public KVCache {
   /// Bytes of per-token and per-head state the method keeps beyond HeadState (score buffers,
   /// projections, probe windows, scratch it holds on to), from its buffers' capacities.
   virtual int64_t policy_bytes() const { return 0; }
+  /// False for methods that never read st.score / st.aux (full, streaming_llm): append() then
+  /// keeps no per-slot scores.
+  virtual bool keeps_scores() const { return true; }
 
  private:
   int64_t budget_;
   int64_t n_sink_;
+  bool pre_rope_ = false, quant_q_ = false;  // what the codec asks of attention
+  int64_t q_block_ = 32;
   std::vector<HeadState> heads_;
   std::vector<QueryRows> qrows_;  // scratch, reused across updates
 };

@@ -8,6 +8,7 @@ namespace {
 class FullCache final : public eviction::EvictionCache {
  public:
   FullCache(const CacheConfig& c, const CacheContext& ctx) : EvictionCache(c, ctx, 0, 0) {}
+  bool keeps_scores() const override { return false; }
 
  protected:
   void process_head(eviction::HeadState& st, const float* K, const float* V,

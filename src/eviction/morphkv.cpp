@@ -41,7 +41,7 @@ class MorphKVCache final : public eviction::EvictionCache {
     ring.push(pos, k, q, use_queries_);
     append(st, k, v, pos, 0.0);
     if (!over_budget(st)) return;
-    eviction::window_attention(keys(st), st.n, st.pos.data(), ring, fusion_, scratch_);
+    eviction::window_attention(keys(st), st.n, st.kv.positions(), ring, fusion_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
     const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
     if (slot >= 0) remove_slot(st, slot);

@@ -274,7 +274,7 @@ struct Engine::Impl {
                           dim)
                      .transpose();
     Tensor qT(1, Hq, S, D), kT(1, Hkv, S, D), vT(1, Hkv, S, D);
-    RowMatF Qk, Kblk, P;
+    RowMatF Qk, Kblk, P, Krh, Vvh;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const LayerWeights& lw = w[static_cast<size_t>(l)];
       const bool pre = pre_rope[static_cast<size_t>(l)];
@@ -295,6 +295,10 @@ struct Engine::Impl {
         for (int64_t s = 0; s < S; ++s)
           for (int64_t h = 0; h < Hq; ++h)
             round_query_q8(Qk.row(s).data() + h * D, Qk.row(s).data() + h * D, qblock);
+      // The chunk's own rows as attention sees them: at fp16, the precision the cache keeps new
+      // rows at (so that prefilling a chunk and stepping through it agree for `full`).
+      Krh = Kr.unaryExpr([](float x) { return round_to_fp16(x); });
+      Vvh = Vv.unaryExpr([](float x) { return round_to_fp16(x); });
       // What was kept before this chunk is read block by block; the chunk's own rows follow.
       for (int64_t kh = 0; kh < Hkv; ++kh) {
         const bool any = cache.batch() > 0;
@@ -313,7 +317,7 @@ struct Engine::Impl {
             P.middleCols(first, cnt).noalias() =
                 Qk.middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
           }
-          P.rightCols(S).noalias() = Qk.middleCols(h * D, D) * Kr.middleCols(kh * D, D).transpose();
+          P.rightCols(S).noalias() = Qk.middleCols(h * D, D) * Krh.middleCols(kh * D, D).transpose();
           P *= scale;
           for (int64_t s = 0; s < S; ++s) {  // causal: chunk token s sees old rows + chunk 0..s
             const int64_t valid = n_old + s + 1;
@@ -324,7 +328,7 @@ struct Engine::Impl {
             P.row(s).tail(n - valid).setZero();
           }
           auto Ah = A.middleCols(h * D, D);
-          Ah.noalias() = P.rightCols(S) * Vv.middleCols(kh * D, D);
+          Ah.noalias() = P.rightCols(S) * Vvh.middleCols(kh * D, D);
           for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
             const int64_t cnt = std::min(store::kReadBlock, n_old - first);
             Vo->read(first, cnt, Kblk.data());
@@ -468,6 +472,12 @@ CacheStats Engine::stats() const {
       total.tokens_kept = s.tokens_kept;
     }
     total.kept_bytes += s.kept_bytes;
+    total.content_bytes += s.content_bytes;
+    total.codec_param_bytes += s.codec_param_bytes;
+    total.policy_bytes += s.policy_bytes;
+    total.index_bytes += s.index_bytes;
+    total.overhead_bytes += s.overhead_bytes;
+    total.stored_bytes += s.stored_bytes;
     total.full_seq_bytes += s.full_seq_bytes;
   }
   total.compression_ratio = total.kept_bytes > 0 ? total.full_seq_bytes / total.kept_bytes : 1.0;

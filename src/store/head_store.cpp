@@ -70,6 +70,7 @@ HeadStore::HeadStore(std::unique_ptr<RowCodec> k, std::unique_ptr<RowCodec> v) {
            v->recent_rows(), ", sink ", k->sink_rows(), "/", v->sink_rows(), ", fit ",
            k->fit_rows(), "/", v->fit_rows(), ")");
   D_ = k->dim();
+  chunk_rows_ = k->chunk_rows();
   codec_[0] = std::move(k);
   codec_[1] = std::move(v);
   src_[0] = std::make_unique<Source>(this, 0);
@@ -81,6 +82,7 @@ HeadStore::HeadStore(HeadStore&& o) noexcept { *this = std::move(o); }
 HeadStore& HeadStore::operator=(HeadStore&& o) noexcept {
   if (this == &o) return *this;
   D_ = o.D_;
+  chunk_rows_ = o.chunk_rows_;
   for (int kv = 0; kv < 2; ++kv) {
     codec_[kv] = std::move(o.codec_[kv]);
     src_[kv] = std::move(o.src_[kv]);
@@ -107,10 +109,12 @@ int64_t HeadStore::append(const float* k, const float* v, int64_t pos) {
   const int64_t slot = size();
   VQ_CHECK(slot < INT32_MAX, InvalidArgument, "HeadStore: ", slot,
            " tokens held in one head reach the limit of 2^31 - 1");
-  const int64_t prow = static_cast<int64_t>(pool_owner_.size());
+  const int64_t prow = pool_rows();
   pos_.push_back(pos);
-  loc_.push_back(Loc{-1, static_cast<int32_t>(prow)});
-  pool_owner_.push_back(static_cast<int32_t>(slot));
+  if (chunked()) {  // row-wise codecs need no locations: pool row i is slot i
+    loc_.push_back(Loc{-1, static_cast<int32_t>(prow)});
+    pool_owner_.push_back(static_cast<int32_t>(slot));
+  }
   const float* src[2] = {k, v};
   for (int kv = 0; kv < 2; ++kv) {
     const int64_t rb = pool_row_bytes(kv);
@@ -139,23 +143,27 @@ int64_t HeadStore::append(const float* k, const float* v, int64_t pos) {
 }
 
 void HeadStore::drop_pool_row(int32_t row) {
-  const int32_t last = static_cast<int32_t>(pool_owner_.size()) - 1;
+  const int32_t last = static_cast<int32_t>(pool_rows()) - 1;
   if (row != last) {
     for (int kv = 0; kv < 2; ++kv) {
       const int64_t rb = pool_row_bytes(kv);
       std::memcpy(pool_[kv].data() + row * rb, pool_[kv].data() + last * rb,
                   static_cast<size_t>(rb));
     }
-    const int32_t moved = pool_owner_[static_cast<size_t>(last)];
-    pool_owner_[static_cast<size_t>(row)] = moved;
-    loc_[static_cast<size_t>(moved)].row = row;
+    if (chunked()) {
+      const int32_t moved = pool_owner_[static_cast<size_t>(last)];
+      pool_owner_[static_cast<size_t>(row)] = moved;
+      loc_[static_cast<size_t>(moved)].row = row;
+    }
   }
-  pool_owner_.pop_back();
+  if (chunked()) {
+    pool_owner_.pop_back();
+    maybe_shrink(pool_owner_);
+  }
   for (int kv = 0; kv < 2; ++kv) {
-    pool_[kv].resize(pool_owner_.size() * static_cast<size_t>(pool_row_bytes(kv)));
+    pool_[kv].resize(static_cast<size_t>(last) * static_cast<size_t>(pool_row_bytes(kv)));
     maybe_shrink(pool_[kv]);
   }
-  maybe_shrink(pool_owner_);
 }
 
 void HeadStore::drop_chunk_row(int32_t c, int32_t row) {
@@ -187,12 +195,19 @@ void HeadStore::drop_chunk_row(int32_t c, int32_t row) {
 void HeadStore::remove(int64_t slot) {
   VQ_CHECK(slot >= 0 && slot < size(), InvalidArgument, "HeadStore::remove: slot ", slot,
            " is outside [0, ", size(), ")");
+  const int64_t last = size() - 1;
+  if (!chunked()) {  // the pool mirrors the slots: its last row moves into the freed one
+    drop_pool_row(static_cast<int32_t>(slot));
+    pos_[static_cast<size_t>(slot)] = pos_[static_cast<size_t>(last)];
+    pos_.pop_back();
+    maybe_shrink(pos_);
+    return;
+  }
   const Loc l = loc_[static_cast<size_t>(slot)];
   if (l.chunk < 0)
     drop_pool_row(l.row);
   else
     drop_chunk_row(l.chunk, l.row);
-  const int64_t last = size() - 1;
   if (slot != last) {
     const Loc ml = loc_[static_cast<size_t>(last)];
     pos_[static_cast<size_t>(slot)] = pos_[static_cast<size_t>(last)];
@@ -338,9 +353,13 @@ void HeadStore::settle() {
     for (int32_t s : plan_slots[i]) rows.push_back(loc_[static_cast<size_t>(s)].row);
     encode_chunk(rows);
   }
-  // The staged input has served its purpose.
+  // The staged input has served its purpose; a large one (a prefill) is released.
   stage_n_ = 0;
   std::fill(stage_ok_.begin(), stage_ok_.end(), 0);
+  if (stage_ok_.capacity() > 64) {
+    for (int kv = 0; kv < 2; ++kv) std::vector<float>().swap(stage_[kv]);
+    std::vector<uint8_t>().swap(stage_ok_);
+  }
 }
 
 void HeadStore::read(int kv, int64_t first, int64_t n, float* out) const {
@@ -377,13 +396,13 @@ StoreBytes HeadStore::bytes() const {
   b.scratch += cap_bytes(stage_ok_);
   b.index += cap_bytes(pos_) + cap_bytes(loc_) + cap_bytes(pool_owner_) + cap_bytes(free_chunks_) +
              static_cast<int64_t>(chunks_.capacity() * sizeof(Chunk));
-  const int64_t window = static_cast<int64_t>(pool_owner_.size());
+  const int64_t window = pool_rows();
   if (chunked()) {
     b.window_rows = window;
     b.stored += window * 2 * 2 * D_;
   } else {
     b.encoded_rows = window;
-    b.stored += cap_bytes(pool_[0]) + cap_bytes(pool_[1]);
+    b.stored += window * (codec_[0]->row_bytes() + codec_[1]->row_bytes());
   }
   for (const Chunk& ch : chunks_) {
     if (ch.n == 0) continue;

@@ -83,7 +83,11 @@ class HeadStore {
   };
   class Source;
 
-  bool chunked() const { return codec_[0]->chunk_rows() > 0; }
+  bool chunked() const { return chunk_rows_ > 0; }
+  /// Rows in the pool: every slot for row-wise codecs, the window rows for chunked ones.
+  int64_t pool_rows() const {
+    return chunked() ? static_cast<int64_t>(pool_owner_.size()) : static_cast<int64_t>(pos_.size());
+  }
   int64_t pool_row_bytes(int kv) const { return chunked() ? 2 * D_ : codec_[kv]->row_bytes(); }
   void drop_pool_row(int32_t row);
   void drop_chunk_row(int32_t c, int32_t row);
@@ -93,7 +97,7 @@ class HeadStore {
   void gather(int kv, const std::vector<int32_t>& rows, std::vector<float>& buf) const;
   void remove_pool_rows(std::vector<int32_t> rows);
 
-  int64_t D_ = 0;
+  int64_t D_ = 0, chunk_rows_ = 0;
   std::unique_ptr<RowCodec> codec_[2];
   std::unique_ptr<Source> src_[2];
   std::vector<int64_t> pos_;      // [slot]

@@ -365,21 +365,6 @@ OptionSpec kind_option() {
 void set_family_factories(MethodInfo& m, KvFactoryMaker maker) {
   m.family = Family::Transform;
   m.make_row_codec = codecs::family_row_codec_factory(maker);
-  m.make_cache = [maker](const CacheConfig& c,
-                         const CacheContext& ctx) -> std::unique_ptr<KVCache> {
-    KvCoderFactory f = maker(c, ctx.head_dim);
-    // TransformCache builds its streams in (batch, head, kind) order, kind 0 = keys, calling the
-    // factory twice per stream (encoder, decoder); the counter recovers each stream's kind.
-    // tests/transform/svdq_test.cpp checks that keys and values get the right coders.
-    auto calls = std::make_shared<int64_t>(0);
-    CoderFactory per_stream = [f, calls](int64_t w) {
-      const int kv = static_cast<int>((*calls / 2) % 2);
-      ++*calls;
-      return f(w, kv);
-    };
-    return std::make_unique<TransformCache>(c, ctx, pca_transform_settings(c, ctx.head_dim),
-                                            per_stream);
-  };
   const bool has_kind = find_option(m, "kind") != nullptr;
   m.make_codec = [maker, has_kind](const CacheConfig& c,
                                    int64_t head_dim) -> std::unique_ptr<BlockCodec> {

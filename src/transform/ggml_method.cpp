@@ -19,14 +19,6 @@ MethodInfo ggml_method_info(const char* id, coding::GgmlType type, const char* d
   m.make_row_codec = [type](const CacheConfig& c, const store::StreamInfo& s) {
     return codecs::make_ggml_row_codec(type, c, s);
   };
-  m.make_cache = [type](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
-    TransformSettings t;
-    t.chunk_tokens = 1;
-    t.fit_tokens = 1;
-    t.coupled = true;
-    return std::make_unique<TransformCache>(
-        c, ctx, t, [type](int64_t width) { return std::make_unique<GgmlRowCoder>(type, width); });
-  };
   m.make_codec = [type](const CacheConfig& c, int64_t head_dim) -> std::unique_ptr<BlockCodec> {
     return std::make_unique<TransformBlockCodec>(
         c, head_dim, true, 1 << 20,

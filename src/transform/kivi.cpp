@@ -39,124 +39,6 @@ void round_rows_fp16(const float* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = round_to_fp16(src[i]);
 }
 
-class KiviCache final : public KVCache {
- public:
-  KiviCache(CacheConfig config, CacheContext ctx)
-      : KVCache(std::move(config), ctx), s_(this->config()) {}
-
-  const store::RowSource& keys(int64_t b, int64_t h) const override {
-    check_head(b, h);
-    return ksrc_[static_cast<size_t>(b * kv_heads() + h)];
-  }
-  const store::RowSource& values(int64_t b, int64_t h) const override {
-    check_head(b, h);
-    return vsrc_[static_cast<size_t>(b * kv_heads() + h)];
-  }
-  const int64_t* positions(int64_t b, int64_t h) const override {
-    check_head(b, h);
-    return positions_.data();
-  }
-  int64_t kept(int64_t b, int64_t h) const override {
-    return ksrc_.empty() ? 0 : ksrc_[static_cast<size_t>(b * kv_heads() + h)].rows();
-  }
-
-  CacheStats stats() const override {
-    CacheStats st;
-    st.tokens_seen = offset();
-    st.tokens_kept = offset();
-    st.full_seq_bytes = static_cast<double>(batch() * kv_heads()) * static_cast<double>(offset()) *
-                        static_cast<double>(head_dim()) * 2.0 * 2.0;
-    ByteBreakdown all;
-    int64_t fixed = 0;
-    for (const Stream& s : streams_) {
-      all += s.sec.breakdown;
-      fixed += s.sec.fixed_width_payload;
-      all.raw += (offset() - s.n_quant) * head_dim() * 2;
-    }
-    const double total = static_cast<double>(all.total());
-    st.kept_bytes = total;
-    st.compression_ratio = total > 0 ? st.full_seq_bytes / total : 1.0;
-    const int64_t quant = streams_.empty() ? 0 : streams_[0].n_quant;
-    st.extra = {
-        {"kvtc_bytes", total},
-        {"pre_entropy_bytes",
-         total - static_cast<double>(all.payload + all.table) + static_cast<double>(fixed)},
-        {"full_seq_bytes", st.full_seq_bytes},
-        {"compression_ratio", st.compression_ratio},
-        {"params_bytes", static_cast<double>(all.params)},
-        {"payload_bytes", static_cast<double>(all.payload)},
-        {"table_bytes", static_cast<double>(all.table)},
-        {"raw_bytes", static_cast<double>(all.raw)},
-        {"raw_tokens", static_cast<double>(offset() - quant)},
-        {"encoded_tokens", static_cast<double>(quant)},
-    };
-    return st;
-  }
-
- protected:
-  void on_shape_known(int64_t B, int64_t H) override {
-    heads_.assign(static_cast<size_t>(B * H), HeadBuf{});
-    streams_.clear();
-    streams_.resize(static_cast<size_t>(B * H * 2));
-    for (size_t i = 0; i < streams_.size(); ++i) {
-      const bool keys = i % 2 == 0;
-      streams_[i].enc = std::make_unique<transform::KiviRowCoder>(head_dim(), keys, s_.bits, s_.group);
-      streams_[i].dec = std::make_unique<transform::KiviRowCoder>(head_dim(), keys, s_.bits, s_.group);
-      streams_[i].sec.head = static_cast<int64_t>(i / 2) % H;
-    }
-  }
-
-  void do_update(const Tensor& keys, const Tensor& values, const Tensor*) override {
-    const int64_t B = batch(), H = kv_heads(), D = head_dim(), S = keys.S();
-    const int64_t n_old = offset(), n_new = n_old + S;
-    positions_.resize(static_cast<size_t>(n_new));
-    for (int64_t i = n_old; i < n_new; ++i) positions_[static_cast<size_t>(i)] = i;
-    const int64_t q = s_.quantized(n_new);
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < H; ++h) {
-        HeadBuf& hb = heads_[static_cast<size_t>(b * H + h)];
-        for (int kv = 0; kv < 2; ++kv) {
-          std::vector<float>& buf = kv == 0 ? hb.k : hb.v;
-          buf.resize(static_cast<size_t>(n_new * D));
-          const float* src = (kv == 0 ? keys : values).head(b, h);
-          round_rows_fp16(src, buf.data() + n_old * D, S * D);
-          Stream& st = streams_[static_cast<size_t>((b * H + h) * 2 + kv)];
-          while (st.n_quant < q) {
-            float* rows = buf.data() + st.n_quant * D;
-            st.enc->encode_chunk(rows, s_.group, st.sec);
-            coding::ByteReader r(st.sec.bytes.data(), st.sec.bytes.size(), st.read_pos);
-            const int64_t got = st.dec->decode_chunk(r, s_.group, rows);
-            VQ_CHECK(got == s_.group && r.at_end(), FormatError, "kivi: chunk round trip failed");
-            st.read_pos = r.pos();
-            st.n_quant += s_.group;
-          }
-        }
-      }
-    ksrc_.clear();
-    vsrc_.clear();
-    for (size_t i = 0; i < heads_.size(); ++i) {
-      ksrc_.emplace_back(heads_[i].k.data(), n_new, head_dim());
-      vsrc_.emplace_back(heads_[i].v.data(), n_new, head_dim());
-    }
-  }
-
- private:
-  struct Stream {
-    std::unique_ptr<transform::RowCoder> enc, dec;
-    EncodedSection sec;
-    size_t read_pos = 0;
-    int64_t n_quant = 0;
-  };
-  struct HeadBuf {
-    std::vector<float> k, v;
-  };
-  KiviSettings s_;
-  std::vector<Stream> streams_;  // index (b * H + h) * 2 + kv
-  std::vector<HeadBuf> heads_;
-  std::vector<int64_t> positions_;
-  std::vector<store::Fp32Rows> ksrc_, vsrc_;
-};
-
 /// One section per head: the quantized groups as KIVI chunks of `group` tokens, then (when any
 /// remain) one fp16 chunk holding the last S - quantized(S) tokens.
 class KiviCodec final : public BlockCodec {
@@ -236,9 +118,6 @@ MethodInfo kivi_method_info() {
               "quantization group: tokens per key channel group, channels per value token group"),
       opt_int("residual", 128, 0, 1 << 20, "most recent tokens always kept at fp16"),
       transform::kind_option(),
-  };
-  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
-    return std::make_unique<KiviCache>(c, ctx);
   };
   m.make_codec = [](const CacheConfig& c, int64_t head_dim) -> std::unique_ptr<BlockCodec> {
     return std::make_unique<KiviCodec>(c, head_dim);

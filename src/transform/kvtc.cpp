@@ -73,42 +73,6 @@ MethodInfo kvtc_method_info() {
   };
   m.family = Family::Transform;
   m.make_row_codec = codecs::make_kvtc_row_codec;
-  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
-    transform::PcaSettings s = kvtc_settings(c, ctx.head_dim);
-    transform::TransformSettings t = transform::pca_transform_settings(c, ctx.head_dim);
-    t.sink_tokens = c.get_int("sink_tokens");
-    t.recent_tokens = c.get_int("recent_tokens");
-    t.pre_rope = c.get_string("rope") == "pre";
-    if (local_basis(c)) {
-      return std::make_unique<transform::TransformCache>(
-          c, ctx, t, [s](int64_t w) { return std::make_unique<transform::PcaRowCoder>(w, s); });
-    }
-    const std::string& path = c.get_string("basis");
-    std::shared_ptr<const Calibration> cal = load_calibration_shared(path);
-    VQ_CHECK(cal->head_dim == ctx.head_dim, InvalidArgument, "kvtc: calibration '", path,
-             "' has head_dim ", cal->head_dim, " but the cache's head_dim is ", ctx.head_dim);
-    VQ_CHECK(ctx.layer >= 0 && ctx.layer < cal->n_layers, InvalidArgument, "kvtc: layer ",
-             ctx.layer, " is outside the calibration '", path, "' (n_layers = ", cal->n_layers,
-             ")");
-    const RopeMode want = t.pre_rope ? RopeMode::Pre : RopeMode::Post;
-    VQ_CHECK(cal->rope == want, InvalidArgument, "kvtc: calibration '", path,
-             "' was measured on ", rope_mode_name(cal->rope), "-RoPE keys but the cache has rope=",
-             rope_mode_name(want));
-    VQ_CHECK(!(s.measured_alloc && !s.quant_calibrated) || t.chunk_tokens == cal->chunk_tokens,
-             InvalidArgument, "kvtc: alloc=dp_measured with quant=chunk uses the per-chunk error "
-             "the calibration '", path, "' measured with chunk_tokens = ", cal->chunk_tokens,
-             ", but this cache has chunk_tokens = ", t.chunk_tokens,
-             "; match them (calibrate --chunk-tokens) or use quant=calibrated");
-    s.calibration = cal;
-    s.calibration_id = cal->id();
-    transform::StreamCoderFactory f = [s, path](int64_t w, const transform::StreamId& id) {
-      VQ_CHECK(id.n_heads == s.calibration->n_kv_heads, InvalidArgument, "kvtc: the cache has ",
-               id.n_heads, " KV heads but the calibration '", path, "' has n_kv_heads = ",
-               s.calibration->n_kv_heads);
-      return std::make_unique<transform::PcaRowCoder>(w, s, id);
-    };
-    return std::make_unique<transform::TransformCache>(c, ctx, t, f);
-  };
   m.make_codec = [](const CacheConfig& c, int64_t head_dim) -> std::unique_ptr<BlockCodec> {
     VQ_CHECK(head_dim >= 1 && head_dim <= 65536, InvalidArgument, c.method(),
              " codec: head_dim = ", head_dim, " is out of range; allowed [1, 65536]");

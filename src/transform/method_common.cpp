@@ -62,13 +62,6 @@ void set_pca_factories(MethodInfo& m, AllocRule rule, bool from_alloc_option) {
   m.make_row_codec = [rule, from_alloc_option](const CacheConfig& c, const store::StreamInfo& s) {
     return codecs::make_pca_row_codec(c, s, rule, from_alloc_option);
   };
-  m.make_cache = [rule, from_alloc_option](const CacheConfig& c,
-                                           const CacheContext& ctx) -> std::unique_ptr<KVCache> {
-    const PcaSettings s = pca_settings(c, ctx.head_dim, rule, from_alloc_option);
-    return std::make_unique<TransformCache>(
-        c, ctx, pca_transform_settings(c, ctx.head_dim),
-        [s](int64_t width) { return std::make_unique<PcaRowCoder>(width, s); });
-  };
   m.make_codec = [rule, from_alloc_option](const CacheConfig& c,
                                            int64_t head_dim) -> std::unique_ptr<BlockCodec> {
     VQ_CHECK(head_dim >= 1 && head_dim <= 65536, InvalidArgument, c.method(),

@@ -99,9 +99,15 @@ TEST(Registry, EveryMethodIsWellFormed) {
   for (const auto& m : vq::methods()) {
     EXPECT_FALSE(m.id.empty());
     EXPECT_FALSE(m.description.empty()) << m.id;
-    EXPECT_TRUE(static_cast<bool>(m.make_cache)) << m.id;
-    if (m.family == vq::Family::Transform) {
-      EXPECT_TRUE(static_cast<bool>(m.make_codec)) << m.id;
+    // An eviction method registers its cache (a policy), a codec its resident row codec; the
+    // storage form (make_codec, .vqkv) is optional (bf16 has none).
+    if (m.family == vq::Family::Eviction) {
+      EXPECT_TRUE(static_cast<bool>(m.make_cache)) << m.id;
+      EXPECT_FALSE(static_cast<bool>(m.make_row_codec)) << m.id;
+    } else {
+      EXPECT_TRUE(static_cast<bool>(m.make_row_codec)) << m.id;
+      EXPECT_FALSE(static_cast<bool>(m.make_cache)) << m.id;
+      EXPECT_EQ(static_cast<bool>(m.make_codec), m.id != "bf16") << m.id;
     }
     for (const auto& o : m.options) EXPECT_FALSE(o.help.empty()) << m.id << "." << o.name;
     EXPECT_EQ(&vq::find_method(m.id), &m);

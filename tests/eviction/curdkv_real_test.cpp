@@ -110,7 +110,9 @@ Agreement compare(const RealStream& rs, const std::string& common, const std::st
         a.steps_identical += kept(*test, h) == kept(*ref, h) ? 1 : 0;
         const auto& se = dynamic_cast<const vq::eviction::EvictionCache&>(*test).head_state(0, h);
         const auto& sr = dynamic_cast<const vq::eviction::EvictionCache&>(*ref).head_state(0, h);
-        if (se.n != sr.n || se.pos != sr.pos) continue;  // compare scores only slot for slot
+        if (se.n != sr.n ||
+            !std::equal(se.kv.positions(), se.kv.positions() + se.n, sr.kv.positions()))
+          continue;  // compare scores only slot for slot
         double top = 0, gap = 0;
         for (int64_t i = 0; i < sr.n; ++i) top = std::max(top, std::fabs(sr.score[static_cast<size_t>(i)]));
         for (int64_t i = 0; i < sr.n; ++i)

@@ -36,9 +36,10 @@ TEST(LeverageCache, SlotBookkeepingGivesTheSameScoresAsRecomputing) {
     for (auto& x : a) sum += (x = std::exp(2.0 * rng.normal()));
     for (auto& x : a) x /= sum;
     fresh.invalidate();
-    cached.stored_scaled(V, a.data(), n, rank_cap, lc.data());
-    fresh.stored_scaled(V, a.data(), n, rank_cap, lf.data());
-    uninformed.stored_scaled(V, a.data(), n, rank_cap, lu.data());
+    const vq::store::Fp32Rows Vs(V.data(), n, D);
+    cached.stored_scaled(Vs, a.data(), n, rank_cap, lc.data());
+    fresh.stored_scaled(Vs, a.data(), n, rank_cap, lf.data());
+    uninformed.stored_scaled(Vs, a.data(), n, rank_cap, lu.data());
     for (size_t i = 0; i < lc.size(); ++i) {
       ASSERT_EQ(lc[i], lf[i]) << "step " << step << " row " << i;
     }

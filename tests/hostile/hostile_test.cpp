@@ -440,6 +440,14 @@ TEST(Hostile, TokenizerRefusals) {
 
 // ---- every method: NaN / Inf, zero-size and mismatched shapes -----------------------------------
 
+// A method's defaults, with llama.cpp's 32-value q8_0/q4_0 blocks narrowed to the named
+// VeloxQuant variant when D is not a multiple of 32 (llama.cpp's layout refuses such a D).
+vq::CacheConfig defaults_for(const vq::MethodInfo& m, int64_t D) {
+  vq::CacheConfig c = vq::CacheConfig::defaults(m.id);
+  if (vq::find_option(m, "block") != nullptr && D % 32 != 0) c.set("block", D % 16 == 0 ? "16" : "8");
+  return c;
+}
+
 TEST(Hostile, NonFiniteToEveryMethod) {
   const int64_t D = 8;
   const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
@@ -448,7 +456,7 @@ TEST(Hostile, NonFiniteToEveryMethod) {
   for (const vq::MethodInfo& m : vq::methods()) {
     for (float v : bad) {
       for (int where = 0; where < 3; ++where) {  // 0 = keys, 1 = values, 2 = queries
-        auto cache = vq::make_cache(vq::CacheConfig::defaults(m.id), D);
+        auto cache = vq::make_cache(defaults_for(m, D), D);
         vq::Tensor k = vqtest::random_tensor(1, 2, 5, D, 1), val = vqtest::random_tensor(1, 2, 5, D, 2);
         vq::Tensor q = vqtest::random_tensor(1, 4, 5, D, 3);
         (where == 0 ? k : where == 1 ? val : q).at(0, 1, 3, 5) = v;
@@ -478,7 +486,7 @@ TEST(Hostile, ZeroSizeAndMismatchedShapes) {
   const int64_t D = 8;
   for (const vq::MethodInfo& m : vq::methods()) {
     SCOPED_TRACE(m.id);
-    const vq::CacheConfig cfg = vq::CacheConfig::defaults(m.id);
+    const vq::CacheConfig cfg = defaults_for(m, D);
     expect_refused<vq::InvalidArgument>("head_dim 0", [&] { (void)vq::make_cache(cfg, 0); }, {"0"});
     auto c = vq::make_cache(cfg, D);
     const vq::Tensor k = vqtest::random_tensor(1, 2, 4, D, 7);

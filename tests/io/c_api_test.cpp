@@ -64,9 +64,10 @@ TEST(CApi, Float16InputsAndTransformStats) {
     const char* name = nullptr;
     double value = 0;
     ASSERT_EQ(vq_cache_stats_extra(c, i, &name, &value), VQ_OK);
-    if (std::string(name) == "kvtc_bytes") {
+    if (std::string(name) == "content_bytes") {
       found = true;
-      EXPECT_DOUBLE_EQ(value, st.kept_bytes);
+      EXPECT_LE(value, st.kept_bytes);
+      EXPECT_GT(value, 0);
     }
   }
   EXPECT_TRUE(found);

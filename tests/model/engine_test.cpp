@@ -297,7 +297,12 @@ TEST(Engine, StatsSumTheLayers) {
   const int64_t D = m.config().head_dim(), L = m.config().n_layers, H = m.config().n_kv_heads;
   EXPECT_EQ(st.tokens_seen, 30);
   EXPECT_EQ(st.tokens_kept, 8);
-  EXPECT_DOUBLE_EQ(st.kept_bytes, static_cast<double>(L * H * 8 * D * 4));
+  // 8 fp16 rows of keys and values per head and layer, in storage form exactly; resident bytes
+  // add the buffers' spare capacity, positions and the policy's scores.
+  EXPECT_DOUBLE_EQ(st.stored_bytes, static_cast<double>(L * H * 8 * D * 4));
+  EXPECT_GE(st.content_bytes, st.stored_bytes);
+  EXPECT_DOUBLE_EQ(st.kept_bytes, st.content_bytes + st.codec_param_bytes + st.policy_bytes +
+                                      st.index_bytes + st.overhead_bytes);
   EXPECT_DOUBLE_EQ(st.full_seq_bytes, static_cast<double>(L * H * 30 * D * 4));
 }
 

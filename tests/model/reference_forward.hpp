@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "veloxquant/model.hpp"
+#include "veloxquant/tensor.hpp"
 
 namespace vq::testing {
 
 class ReferenceForward {
  public:
-  explicit ReferenceForward(const Model& m) : m_(m), c_(m.config()) {
+  /// fp16_kv: the cached keys (after RoPE) and values are rounded to fp16, as VeloxQuant's full
+  /// cache stores them; false keeps them fp32 (llama2.c's run.c).
+  explicit ReferenceForward(const Model& m, bool fp16_kv = true)
+      : m_(m), c_(m.config()), fp16_kv_(fp16_kv) {
     const size_t kv = static_cast<size_t>(c_.n_layers * c_.seq_len * c_.kv_dim());
     key_cache_.assign(kv, 0.0f);
     value_cache_.assign(kv, 0.0f);
@@ -49,6 +53,11 @@ class ReferenceForward {
           vec[i + 1] = v0 * fci + v1 * fcr;
         }
       }
+      if (fp16_kv_)
+        for (int64_t i = 0; i < kv_dim; ++i) {
+          k[i] = round_to_fp16(k[i]);
+          v[i] = round_to_fp16(v[i]);
+        }
       if (l == 0 && layer0_q) *layer0_q = q;
       for (int64_t h = 0; h < c_.n_heads; ++h) {
         const float* qh = q.data() + h * hd;
@@ -108,6 +117,7 @@ class ReferenceForward {
   const Model& m_;
   ModelConfig c_;
   std::vector<float> key_cache_, value_cache_;
+  bool fp16_kv_ = true;
 };
 
 }  // namespace vq::testing

@@ -1,6 +1,10 @@
 // spectralquant: the signal/noise split at round(participation ratio) of the PCA spectrum.
 #include <gtest/gtest.h>
 
+#include "codecs/pca_codec.hpp"
+#include "store/store_util.hpp"
+#include "transform/pca_coder.hpp"
+
 #include <cmath>
 
 #include "core/rng.hpp"
@@ -34,25 +38,22 @@ TEST(SpectralquantTransform, PlantedSpectrumSplit) {
       K.at(0, 0, s, d) = static_cast<float>((d < 3 ? 10.0 : 0.3) * rng.normal());
   auto cache = vq::make_cache(vq::CacheConfig::parse("spectralquant:signal_bits=5,noise_bits=1"), kD);
   cache->update(K, K);
-  auto* tc = dynamic_cast<vq::transform::TransformCache*>(cache.get());
-  ASSERT_NE(tc, nullptr);
-  auto* c = dynamic_cast<const vq::transform::FixedRulePcaCoder*>(tc->encoder(0, 0, 0));
-  ASSERT_NE(c, nullptr);
-  const double pr = vq::transform::participation_ratio(c->variances());
+  vq::transform::PcaSettings ps;
+  ps.bit_budget = kD;
+  const vq::transform::PcaModel model = vq::transform::fit_pca_model(K.data(), S, kD, ps);
+  const double pr = vq::transform::participation_ratio(model.variances);
   EXPECT_NEAR(pr, 3.0, 0.3);
   std::vector<int> want(kD, 1);
   want[0] = want[1] = want[2] = 5;
-  EXPECT_EQ(c->bits(), want);
+  const auto& w = storetest::codec<vq::codecs::PcaCodec>(*cache, 0, 0, 0).widths();
+  EXPECT_EQ(std::vector<int>(w.begin(), w.end()), want);
   // Moving the noise floor up moves the split: 8 directions of std 10 -> PR ~ 8.
   for (int64_t s = 0; s < S; ++s)
     for (int64_t d = 3; d < 8; ++d) K.at(0, 0, s, d) = static_cast<float>(10.0 * rng.normal());
   auto c8 = vq::make_cache(vq::CacheConfig::parse("spectralquant"), kD);
   c8->update(K, K);
-  auto* coder = dynamic_cast<const vq::transform::FixedRulePcaCoder*>(
-      dynamic_cast<vq::transform::TransformCache*>(c8.get())->encoder(0, 0, 1));
-  ASSERT_NE(coder, nullptr);
   int n_sig = 0;
-  for (int b : coder->bits()) n_sig += b == 4 ? 1 : 0;
+  for (int b : storetest::codec<vq::codecs::PcaCodec>(*c8, 0, 0, 1).widths()) n_sig += b == 4 ? 1 : 0;
   EXPECT_EQ(n_sig, 8);
 }
 

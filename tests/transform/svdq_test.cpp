@@ -1,6 +1,9 @@
 // svdq: the (8,4,2,1,1,0,0,0) schedule over 8 equal groups of key latents, values exact at fp16.
 #include <gtest/gtest.h>
 
+#include "codecs/pca_codec.hpp"
+#include "store/store_util.hpp"
+
 #include "test_util.hpp"
 #include "transform/family_coders.hpp"
 #include "transform/transform_cache.hpp"
@@ -24,23 +27,14 @@ TEST(SvdqTransform, CacheAppliesScheduleToKeysAndKeepsValuesAtFp16) {
   const auto K = vqtest::random_tensor(1, 2, 256, kD, 21);
   const auto V = vqtest::random_tensor(1, 2, 256, kD, 22);
   cache->update(K, V);
-  auto* tc = dynamic_cast<vq::transform::TransformCache*>(cache.get());
-  ASSERT_NE(tc, nullptr);
   for (int64_t h = 0; h < 2; ++h) {
-    auto* kc = dynamic_cast<const vq::transform::FixedRulePcaCoder*>(tc->encoder(0, h, 0));
-    ASSERT_NE(kc, nullptr) << "keys must get the PCA coder";
-    EXPECT_EQ(kc->bits(), (std::vector<int>{8, 8, 4, 4, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0}));
-    // The stored header carries the 10 surviving widths.
-    const auto& kb = tc->section(0, h, 0).bytes;
-    ASSERT_GT(kb.size(), 13u);
-    EXPECT_EQ(kb[1], kD);
-    EXPECT_EQ(kb[2], 10);
-    EXPECT_EQ(std::vector<int>(kb.begin() + 3, kb.begin() + 13),
+    const auto& kc = storetest::codec<vq::codecs::PcaCodec>(*cache, 0, h, 0);
+    // The 10 surviving widths of the schedule, packed: 32 bits = 4 bytes per key row.
+    EXPECT_EQ(std::vector<int>(kc.widths().begin(), kc.widths().end()),
               (std::vector<int>{8, 8, 4, 4, 2, 2, 1, 1, 1, 1}));
-    EXPECT_NE(dynamic_cast<const vq::transform::Fp16RowCoder*>(tc->encoder(0, h, 1)), nullptr)
-        << "values must be stored at fp16";
-    // Two chunks of 128 tokens: varint(128) (2 bytes) + 128 * 16 fp16 values each.
-    EXPECT_EQ(tc->section(0, h, 1).bytes.size(), 2u * (2 + 128 * kD * 2));
+    EXPECT_EQ(kc.row_bytes(), 4);
+    const auto& vc = storetest::codec<vq::store::Fp16Codec>(*cache, 0, h, 1);
+    EXPECT_EQ(vc.row_bytes(), 2 * kD) << "values must be stored at fp16";
   }
   const auto r = cache->fetch();
   double kerr = 0, kenergy = 0;

@@ -4,6 +4,9 @@
 // mislabelled input with vq::FormatError.
 #include <gtest/gtest.h>
 
+#include "codecs/pca_codec.hpp"
+#include "store/store_util.hpp"
+
 #include <cmath>
 
 #include "coding/ggml_blocks.hpp"
@@ -22,7 +25,7 @@ constexpr int64_t kD = 16;
 std::vector<std::string> transform_ids() {
   std::vector<std::string> ids;
   for (const auto& m : vq::methods())
-    if (m.family == vq::Family::Transform) ids.push_back(m.id);
+    if (m.family == vq::Family::Transform && m.make_codec) ids.push_back(m.id);  // with a storage form
   return ids;
 }
 
@@ -165,26 +168,35 @@ TEST_P(TransformCodec, RejectsMalformedBlocks) {
   }
 }
 
-TEST_P(TransformCodec, CacheStoresWhatTheCodecWrites) {
+TEST_P(TransformCodec, CacheHoldsWhatTheCodecDecodes) {
   // Whole sequence in one call: the cache fits on it and encodes it with the same chunking.
   auto cache = vq::make_cache(generous(GetParam()), kD);
   const vq::Tensor K = fp16_tensor(2, 60, 5), V = fp16_tensor(2, 60, 6);
   cache->update(K, V);
-  const auto* tcp = dynamic_cast<const vq::transform::TransformCache*>(cache.get());
-  if (!tcp) GTEST_SKIP() << GetParam() << " has its own cache (tested against its codec there)";
-  const auto& tc = *tcp;
-  // Fitting coders encode everything the fit saw; coders without a fit keep a partial chunk raw,
-  // and then the chunking differs from the codec's.
-  if (tc.raw_tokens(0, 0, 0) != 0) GTEST_SKIP() << GetParam() << " holds a raw window after one call";
+  // Coders without a fit keep a partial chunk raw, and then the chunking differs from the codec's.
+  if (cache->stats().get("raw_tokens") != 0)
+    GTEST_SKIP() << GetParam() << " holds a raw window after one call";
   auto c = codec();
+  // q8_0/q4_0's storage form lays blocks along a token's row of every head, their resident form
+  // inside each head (llama.cpp's KV layout); gear's resident form keeps per-row outliers
+  // (src/codecs/gear_codec.hpp). Those two forms decode differently by design.
+  if (c->heads_coupled() || GetParam() == "gear")
+    GTEST_SKIP() << GetParam() << ": resident and storage forms differ by design";
   const vq::EncodedBlock blk = c->encode(K);
-  for (size_t i = 0; i < blk.sections.size(); ++i)
-    EXPECT_EQ(tc.section(0, c->heads_coupled() ? 0 : static_cast<int64_t>(i), 0).bytes,
-              blk.sections[i].bytes);
   const vq::Tensor y = c->decode(blk);
   const vq::FetchResult got = cache->fetch();
-  for (int64_t i = 0; i < K.numel(); ++i) ASSERT_EQ(got.keys.data()[i], y.data()[i]);
-  EXPECT_DOUBLE_EQ(cache->stats().get("kvtc_bytes_k"), static_cast<double>(blk.total_bytes()));
+  // The resident decode sums each row's components one by one; the storage decoder runs one GEMM
+  // per chunk, whose kernels may split a sum differently: the codes agree, the last bits may not.
+  for (int64_t i = 0; i < K.numel(); ++i)
+    ASSERT_NEAR(got.keys.data()[i], y.data()[i], 1e-5 * (1.0 + std::fabs(y.data()[i]))) << i;
+  // For the PCA methods the cache's storage-form size is the codec's, K and V.
+  const auto* pca =
+      dynamic_cast<const vq::codecs::PcaCodec*>(&storetest::head_store(*cache).codec(1));
+  if (pca != nullptr && !c->heads_coupled()) {
+    const vq::EncodedBlock bv = c->encode(V);
+    EXPECT_DOUBLE_EQ(cache->stats().stored_bytes,
+                     static_cast<double>(blk.total_bytes() + bv.total_bytes()));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransformMethods, TransformCodec, ::testing::ValuesIn(transform_ids()),
@@ -215,10 +227,12 @@ TEST(TransformCodecGgml, CacheBytesPerTokenMatchLlamaCpp) {
   cache->update(K.slice_tokens(0, 10), V.slice_tokens(0, 10));
   for (int64_t s = 10; s < 50; ++s) cache->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1));
   const vq::CacheStats st = cache->stats();
-  // 4 heads x 32 = 128 values = 4 blocks of 34 bytes per token, K and V.
-  EXPECT_DOUBLE_EQ(st.kept_bytes, 50.0 * 2 * 4 * 34);
-  EXPECT_DOUBLE_EQ(st.get("raw_bytes"), 0.0);
-  EXPECT_NEAR(st.compression_ratio, 16.0 / 8.5, 1e-12);
+  // One block of 34 bytes per head and token (llama.cpp's blocks lie inside a head), K and V.
+  EXPECT_EQ(storetest::head_store(*cache).codec(0).row_bytes(), 34);
+  EXPECT_DOUBLE_EQ(st.stored_bytes, 50.0 * 2 * 4 * 34);
+  EXPECT_GE(st.content_bytes, 50.0 * 2 * 4 * 34);
+  EXPECT_LE(st.content_bytes, 1.6 * 50.0 * 2 * 4 * 34);  // capacity grows geometrically
+  EXPECT_EQ(st.get("raw_tokens"), 0.0);
 }
 
 TEST(TransformCodecGgml, MakeCodecRejectsEvictionMethods) {
