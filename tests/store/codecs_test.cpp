@@ -223,8 +223,11 @@ TEST(RowCodecs, EveryTransformMethodRegistersOne) {
   for (const char* want : {"kvtc", "uniform", "svdq_split", "q8_0", "q4_0", "svdq", "palu",
                            "spectralquant", "gear", "kivi"})
     EXPECT_NE(std::find(ids.begin(), ids.end(), want), ids.end()) << want << " has no row codec";
-  for (const auto& m : vq::methods())
-    if (m.family == vq::Family::Transform) EXPECT_TRUE(static_cast<bool>(m.make_row_codec)) << m.id;
+  for (const auto& m : vq::methods()) {
+    if (m.family == vq::Family::Transform) {
+      EXPECT_TRUE(static_cast<bool>(m.make_row_codec)) << m.id;
+    }
+  }
 }
 
 class EveryCodec : public ::testing::TestWithParam<int64_t> {};
