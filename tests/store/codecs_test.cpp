@@ -213,6 +213,7 @@ double error_bound(const std::string& id, int kv) {
       {"svdq", 0.97},  {"gear", 0.5},
   };
   if (id == "svdq" && kv == 1) return 1e-3;  // values at fp16 (error against fp16 inputs: 0)
+  if (id == "bf16") return 4e-3;              // 8 significant bits: at most 2^-9 per value
   const auto it = b.find(id);
   return it == b.end() ? 0.0 : it->second;
 }
