@@ -91,8 +91,8 @@ void register_evict(CLI::App& app, Globals& g) {
     for (int64_t h = 0; h < H; ++h) {
       auto& p = kept[static_cast<size_t>(h)];
       if (S > 0) {
-        const vq::HeadView& hv = cache->view().at(0, h);
-        p.assign(hv.positions, hv.positions + hv.n);
+        const int64_t* pos = cache->positions(0, h);
+        p.assign(pos, pos + cache->kept(0, h));
         std::sort(p.begin(), p.end());
       }
       n_max = std::max<int64_t>(n_max, static_cast<int64_t>(p.size()));

@@ -39,6 +39,27 @@
 namespace {
 
 constexpr int64_t kD = 16;
+
+// Head (0, 0) of a cache decoded: positions, keys and values in slot order.
+struct HV {
+  int64_t n = 0;
+  const int64_t* positions = nullptr;
+  std::vector<float> k, v;
+  const float* keys = nullptr;
+  const float* values = nullptr;
+};
+HV head_view(const vq::KVCache& c) {
+  HV hv;
+  hv.n = c.kept(0, 0);
+  hv.positions = c.positions(0, 0);
+  hv.k.resize(static_cast<size_t>(hv.n * c.head_dim()));
+  hv.v.resize(hv.k.size());
+  c.keys(0, 0).read(0, hv.n, hv.k.data());
+  c.values(0, 0).read(0, hv.n, hv.v.data());
+  hv.keys = hv.k.data();
+  hv.values = hv.v.data();
+  return hv;
+}
 constexpr int64_t kBudget = 256;
 
 /// VmHWM / VmRSS of this process in KiB (0 if /proc is unavailable).
@@ -132,7 +153,7 @@ Result from_line(const std::string& line) {
 
 /// Sorted positions strictly increasing, and each kept row equal to what was fed there.
 std::string full_check(const vq::KVCache& c) {
-  const vq::HeadView& hv = c.view().at(0, 0);
+  const HV hv = head_view(c);
   std::vector<int64_t> pos(hv.positions, hv.positions + hv.n);
   std::sort(pos.begin(), pos.end());
   for (size_t i = 1; i < pos.size(); ++i) {
@@ -167,7 +188,7 @@ Result run_eviction(const std::string& method, int64_t steps, double max_seconds
       fill(v, 1, p);
       fill(q, 2, p);
       cache->update(k, v, &q);
-      const vq::HeadView& hv = cache->view().at(0, 0);
+      const HV hv = head_view(*cache);
       r.max_kept = std::max(r.max_kept, hv.n);
       if (hv.n > kBudget) {
         r.error = "kept " + std::to_string(hv.n) + " > budget at step " + std::to_string(p);
@@ -200,7 +221,7 @@ Result run_eviction(const std::string& method, int64_t steps, double max_seconds
       r.error = full_check(*cache);
       ++r.full_checks;
     }
-    r.kept_at_end = cache->view().at(0, 0).n;
+    r.kept_at_end = cache->kept(0, 0);
   } catch (const std::exception& e) {
     r.error = std::string("exception: ") + e.what();
   }
@@ -225,7 +246,7 @@ Result run_kvtc(int64_t tokens, double max_seconds) {
       fill(v, 1, p);
       cache->update(k, v);
       r.steps_done = p + 1;
-      r.max_kept = std::max(r.max_kept, cache->view().at(0, 0).n);
+      r.max_kept = std::max(r.max_kept, cache->kept(0, 0));
       if ((p + 1) % 10000 == 0) {
         const vq::CacheStats s = cache->stats();
         const double bpt = s.kept_bytes / static_cast<double>(p + 1);
@@ -239,7 +260,7 @@ Result run_kvtc(int64_t tokens, double max_seconds) {
         if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > max_seconds) break;
       }
     }
-    const vq::HeadView& hv = cache->view().at(0, 0);
+    const HV hv = head_view(*cache);
     r.kept_at_end = hv.n;
     std::vector<int64_t> pos(hv.positions, hv.positions + hv.n);
     std::sort(pos.begin(), pos.end());

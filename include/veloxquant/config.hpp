@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -23,7 +24,8 @@ class CacheConfig {
  public:
   CacheConfig() = default;
 
-  /// Parse "method[:key=value,...]". Throws InvalidArgument for unknown methods or options,
+  /// Parse "method[:key=value,...]" or a composition "policy[:...]+codec[:...]" (an eviction
+  /// method, then a codec method). Throws InvalidArgument for unknown methods or options,
   /// malformed values, values out of range, or cross-option violations (the method's validator).
   static CacheConfig parse(std::string_view spec);
   /// The method with every option at its default.
@@ -46,8 +48,13 @@ class CacheConfig {
   const std::string& get_string(std::string_view key) const;  ///< Choice or String options
   const std::vector<int64_t>& get_int_list(std::string_view key) const;
 
+  /// The codec part of a composed spec "policy+codec" ("snapkv:budget=256+q4_0": the policy
+  /// decides which tokens stay, the codec how each kept token is stored), or nullptr.
+  const CacheConfig* codec() const { return codec_.get(); }
+
   bool operator==(const CacheConfig& o) const {
-    return method_ == o.method_ && values_ == o.values_ && explicit_ == o.explicit_;
+    return method_ == o.method_ && values_ == o.values_ && explicit_ == o.explicit_ &&
+           (codec_ == nullptr) == (o.codec_ == nullptr) && (codec_ == nullptr || *codec_ == *o.codec_);
   }
 
  private:
@@ -57,6 +64,7 @@ class CacheConfig {
   std::string method_;
   std::map<std::string, OptionValue, std::less<>> values_;    // every option, defaults filled
   std::map<std::string, bool, std::less<>> explicit_;          // which ones the user set
+  std::shared_ptr<const CacheConfig> codec_;                   // "+codec" part, immutable
 };
 
 }  // namespace vq

@@ -161,7 +161,7 @@ struct EngineOptions {
   /// Decode only. An eviction policy may drop the token it was just given (it judges it not
   /// worth keeping for later tokens). With strict_view = false (default) that token still
   /// attends to its own key/value at this step, as a serving stack does: they are at hand and
-  /// cost no cache memory. With true, attention covers exactly what cache->view() holds.
+  /// cost no cache memory. With true, attention covers exactly what the cache holds.
   bool strict_view = false;
 };
 
@@ -169,7 +169,7 @@ struct EngineOptions {
 ///
 /// Decode (`step`): for each layer the token's key/value [1, n_kv_heads, 1, head_dim] and its
 /// RoPE'd queries [1, n_heads, 1, head_dim] go to cache->update(k, v, &q); the token then attends
-/// over cache->view() (whatever is kept, at the kept tokens' true positions), plus its own
+/// over cache->keys()/values() (whatever is kept, at the kept tokens' true positions), plus its own
 /// key/value if the cache dropped them and strict_view is off.
 /// Prefill (`prefill`): the chunk attends causally and exactly over (what the cache held before
 /// the chunk) + (the chunk itself); then the whole chunk goes to the cache in one update call.

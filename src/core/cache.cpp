@@ -46,10 +46,6 @@ void KVCache::update(const Tensor& keys, const Tensor& values, const Tensor* que
   if (B_ == 0) {
     B_ = s.B;
     H_ = s.H;
-    view_.B = B_;
-    view_.H = H_;
-    view_.D = ctx_.head_dim;
-    view_.heads.assign(static_cast<size_t>(B_ * H_), HeadView{});
     on_shape_known(B_, H_);
   }
   if (s.S == 0) return;
@@ -63,48 +59,43 @@ FetchResult KVCache::update_and_fetch(const Tensor& keys, const Tensor& values,
   return fetch();
 }
 
+void KVCache::check_head(int64_t b, int64_t h) const {
+  VQ_CHECK(B_ > 0, InvalidArgument, config_.method(), ": the cache holds nothing before its first update");
+  VQ_CHECK(b >= 0 && b < B_ && h >= 0 && h < H_, InvalidArgument, config_.method(), ": head (b = ", b,
+           ", h = ", h, ") is outside B = ", B_, ", H = ", H_);
+}
+
 FetchResult KVCache::fetch() const {
   FetchResult r;
-  if (view_.heads.empty()) return r;
-  const int64_t n = view_.heads[0].n;
-  for (const auto& hv : view_.heads)
-    VQ_CHECK(hv.n == n, Error, config_.method(),
-             ": heads hold different token counts; use view() for ragged caches");
-  const int64_t D = view_.D;
+  if (B_ == 0) return r;
+  const int64_t n = kept(0, 0);
+  for (int64_t b = 0; b < B_; ++b)
+    for (int64_t h = 0; h < H_; ++h)
+      VQ_CHECK(kept(b, h) == n, Error, config_.method(),
+               ": heads hold different token counts; read them with keys(b, h) / values(b, h)");
+  const int64_t D = ctx_.head_dim;
   r.n_kept = n;
   r.keys = Tensor(B_, H_, n, D);
   r.values = Tensor(B_, H_, n, D);
   r.positions.resize(static_cast<size_t>(B_ * H_ * n));
   std::vector<int64_t> order(static_cast<size_t>(n));
+  std::vector<float> kbuf(static_cast<size_t>(n * D)), vbuf(static_cast<size_t>(n * D));
   for (int64_t b = 0; b < B_; ++b) {
     for (int64_t h = 0; h < H_; ++h) {
-      const HeadView& hv = view_.at(b, h);
+      const int64_t* pos = positions(b, h);
+      keys(b, h).read(0, n, kbuf.data());
+      values(b, h).read(0, n, vbuf.data());
       std::iota(order.begin(), order.end(), 0);
-      std::sort(order.begin(), order.end(),
-                [&](int64_t x, int64_t y) { return hv.positions[x] < hv.positions[y]; });
+      std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return pos[x] < pos[y]; });
       for (int64_t i = 0; i < n; ++i) {
         const int64_t src = order[static_cast<size_t>(i)];
-        std::memcpy(r.keys.row(b, h, i), hv.keys + src * D, sizeof(float) * static_cast<size_t>(D));
-        std::memcpy(r.values.row(b, h, i), hv.values + src * D,
-                    sizeof(float) * static_cast<size_t>(D));
-        r.positions[static_cast<size_t>((b * H_ + h) * n + i)] = hv.positions[src];
+        std::memcpy(r.keys.row(b, h, i), kbuf.data() + src * D, sizeof(float) * static_cast<size_t>(D));
+        std::memcpy(r.values.row(b, h, i), vbuf.data() + src * D, sizeof(float) * static_cast<size_t>(D));
+        r.positions[static_cast<size_t>((b * H_ + h) * n + i)] = pos[src];
       }
     }
   }
   return r;
-}
-
-CacheStats KVCache::stats() const {
-  CacheStats st;
-  st.tokens_seen = offset_;
-  st.tokens_kept = view_.heads.empty() ? 0 : view_.heads[0].n;
-  const double D = static_cast<double>(ctx_.head_dim);
-  double kept = 0;
-  for (const auto& hv : view_.heads) kept += static_cast<double>(hv.n);
-  st.kept_bytes = kept * D * 2.0 * 2.0;  // fp16 K + V
-  st.full_seq_bytes = static_cast<double>(B_ * H_) * static_cast<double>(offset_) * D * 2.0 * 2.0;
-  st.compression_ratio = st.kept_bytes > 0 ? st.full_seq_bytes / st.kept_bytes : 1.0;
-  return st;
 }
 
 uint64_t layer_seed(uint64_t seed, int64_t layer) {
@@ -120,7 +111,15 @@ std::unique_ptr<KVCache> make_cache(const CacheConfig& config, int64_t head_dim,
   VQ_CHECK(layer >= 0 && layer < n_layers, InvalidArgument, "make_cache: layer = ", layer,
            " is outside [0, n_layers = ", n_layers, ")");
   const MethodInfo& m = find_method(config.method());
-  CacheContext ctx{head_dim, layer, n_layers, seed};
+  CacheContext ctx{head_dim, layer, n_layers, seed, {}};
+  if (config.codec() != nullptr) {  // "policy+codec": the policy's cache storing through the codec
+    ctx.codec = *config.codec();
+    return m.make_cache(config, ctx);
+  }
+  if (m.make_row_codec) {  // a codec alone: every token kept, stored through it
+    ctx.codec = config;
+    return find_method("full").make_cache(CacheConfig::parse("full"), ctx);
+  }
   return m.make_cache(config, ctx);
 }
 
@@ -137,6 +136,67 @@ std::vector<std::unique_ptr<KVCache>> build_caches(const CacheConfig& config, in
   for (int64_t l = 0; l < n_layers; ++l)
     caches.push_back(make_cache(config, head_dim, l, n_layers, layer_seed(seed, l)));
   return caches;
+}
+
+}  // namespace vq
+
+namespace vq {
+
+void Fp32RowsCache::on_shape_known(int64_t B, int64_t H) {
+  for (int kv = 0; kv < 2; ++kv) rows_[kv].assign(static_cast<size_t>(B * H), {});
+  pos_.assign(static_cast<size_t>(B * H), {});
+  publish();
+}
+
+std::vector<float>& Fp32RowsCache::rows(int64_t b, int64_t h, int kv) {
+  check_head(b, h);
+  return rows_[kv][static_cast<size_t>(b * kv_heads() + h)];
+}
+
+std::vector<int64_t>& Fp32RowsCache::pos(int64_t b, int64_t h) {
+  check_head(b, h);
+  return pos_[static_cast<size_t>(b * kv_heads() + h)];
+}
+
+void Fp32RowsCache::publish() {
+  for (int kv = 0; kv < 2; ++kv) {
+    src_[kv].clear();
+    for (size_t i = 0; i < pos_.size(); ++i)
+      src_[kv].emplace_back(rows_[kv][i].data(), static_cast<int64_t>(pos_[i].size()), head_dim());
+  }
+}
+
+const store::RowSource& Fp32RowsCache::keys(int64_t b, int64_t h) const {
+  check_head(b, h);
+  return src_[0][static_cast<size_t>(b * kv_heads() + h)];
+}
+const store::RowSource& Fp32RowsCache::values(int64_t b, int64_t h) const {
+  check_head(b, h);
+  return src_[1][static_cast<size_t>(b * kv_heads() + h)];
+}
+const int64_t* Fp32RowsCache::positions(int64_t b, int64_t h) const {
+  check_head(b, h);
+  return pos_[static_cast<size_t>(b * kv_heads() + h)].data();
+}
+int64_t Fp32RowsCache::kept(int64_t b, int64_t h) const {
+  if (pos_.empty()) return 0;
+  check_head(b, h);
+  return static_cast<int64_t>(pos_[static_cast<size_t>(b * kv_heads() + h)].size());
+}
+
+CacheStats Fp32RowsCache::stats() const {
+  CacheStats st;
+  st.tokens_seen = offset();
+  st.tokens_kept = kept(0, 0);
+  for (size_t i = 0; i < pos_.size(); ++i) {
+    st.content_bytes += static_cast<double>((rows_[0][i].capacity() + rows_[1][i].capacity()) * 4);
+    st.index_bytes += static_cast<double>(pos_[i].capacity() * 8);
+  }
+  st.kept_bytes = st.content_bytes + st.index_bytes;
+  st.full_seq_bytes = static_cast<double>(batch() * kv_heads()) * static_cast<double>(offset()) *
+                      static_cast<double>(head_dim()) * 2.0 * 2.0;
+  st.compression_ratio = st.kept_bytes > 0 ? st.full_seq_bytes / st.kept_bytes : 1.0;
+  return st;
 }
 
 }  // namespace vq

@@ -134,9 +134,41 @@ CacheConfig CacheConfig::defaults(std::string_view method) {
   return c;
 }
 
+namespace {
+// Where a composed spec's codec part starts: the first '+' followed by a registered method id
+// (then ':' or the end). A '+' inside a value (a path, an exponent) is not followed by one.
+size_t codec_split(std::string_view spec) {
+  for (size_t p = spec.find('+'); p != std::string_view::npos; p = spec.find('+', p + 1)) {
+    std::string_view rest = trim(spec.substr(p + 1));
+    const std::string_view id = trim(rest.substr(0, rest.find(':')));
+    for (const auto& m : methods())
+      if (m.id == id) return p;
+  }
+  return std::string_view::npos;
+}
+}  // namespace
+
 CacheConfig CacheConfig::parse(std::string_view spec) {
   spec = trim(spec);
   VQ_CHECK(!spec.empty(), InvalidArgument, "empty method spec; expected 'method[:key=value,...]'");
+  if (const size_t plus = codec_split(spec); plus != std::string_view::npos) {
+    const std::string_view left = trim(spec.substr(0, plus)), right = trim(spec.substr(plus + 1));
+    VQ_CHECK(right.find('+') == std::string_view::npos || codec_split(right) == std::string_view::npos,
+             InvalidArgument, "spec '", spec,
+             "' composes more than two parts; expected 'policy[:...]+codec[:...]'");
+    CacheConfig policy = parse(left);
+    CacheConfig codec = parse(right);
+    const MethodInfo& pm = find_method(policy.method());
+    const MethodInfo& cm = find_method(codec.method());
+    VQ_CHECK(pm.family == Family::Eviction, InvalidArgument, "spec '", spec, "': the first part '",
+             policy.to_string(), "' is a codec (", family_name(pm.family),
+             "); a composed spec is an eviction policy + a codec, e.g. 'snapkv:budget=256+q4_0'");
+    VQ_CHECK(cm.make_row_codec != nullptr, InvalidArgument, "spec '", spec, "': the second part '",
+             codec.to_string(), "' is an eviction policy too, like '", policy.to_string(),
+             "'; one policy decides which tokens stay, the part after '+' must be a codec");
+    policy.codec_ = std::make_shared<const CacheConfig>(std::move(codec));
+    return policy;
+  }
   const size_t colon = spec.find(':');
   const std::string_view id = trim(spec.substr(0, colon));
   CacheConfig c = defaults(id);
@@ -209,6 +241,7 @@ std::string CacheConfig::to_string(bool all) const {
     first = false;
     out += o.name + "=" + print_value(values_.at(o.name));
   }
+  if (codec_ != nullptr) out += "+" + codec_->to_string(all);
   return out;
 }
 

@@ -98,7 +98,7 @@ double curdkv_reference_ns(const std::vector<float>& k, const std::vector<float>
   const float* knew = K.row(n).data();
   const double sec = time_per_call(min_s, 3, [&] {
     for (int64_t rows : {n, n + 1}) {
-      eviction::driving_attention(K, rows, knew, {}, false, a.data(), tmp.data());
+      eviction::driving_attention(store::Fp32Rows(K.data(), n + 1, D), rows, knew, {}, false, a.data(), tmp.data());
       for (int64_t i = 0; i < rows; ++i) W.row(i) = a[static_cast<size_t>(i)] * V.row(i).cast<double>();
       eviction::leverage_reference(W.data(), rows, D, rank_cap, lev.data());
     }

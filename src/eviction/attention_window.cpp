@@ -50,14 +50,12 @@ void ProbeRing::push(int64_t pos, const float* key, const QueryRows& q, bool use
   }
 }
 
-void causal_softmax(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max_pos,
+void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod) {
   if (n <= 0) return;
-  const int64_t D = K.cols();
-  Eigen::Map<const Eigen::VectorXf> qv(q, D);
   Eigen::Map<Eigen::VectorXf> p(prod, n);
   Eigen::Map<Eigen::VectorXd> o(out, n);
-  p.noalias() = K.topRows(n) * qv;
+  row_dots(K, n, q, prod);
   o = p.cast<double>() * static_cast<double>(scale);
   if (pos != nullptr) {
     bool any_visible = false;
@@ -80,9 +78,9 @@ void causal_softmax(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max
 namespace {
 
 // acc[0:n] = mean over the G rows (row g at rows + g * stride) of causal_softmax.
-void probe_mean(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max_pos, const float* rows,
-                int64_t G, int64_t stride, AttnScratch& s) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(K.cols()));
+void probe_mean(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
+                const float* rows, int64_t G, int64_t stride, AttnScratch& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K.dim()));
   Eigen::Map<Eigen::VectorXd> t(s.tmp.data(), n), a(s.acc.data(), n);
   a.setZero();
   for (int64_t g = 0; g < G; ++g) {
@@ -94,7 +92,7 @@ void probe_mean(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max_pos
 
 }  // namespace
 
-void step_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows& q,
+void step_attention(const store::RowSource& K, int64_t n, const float* k, const QueryRows& q,
                     bool use_queries, AttnScratch& s) {
   if (n <= 0) return;
   s.ensure(n);
@@ -107,24 +105,23 @@ void step_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows
   o += Eigen::Map<const Eigen::VectorXd>(s.acc.data(), n);
 }
 
-void window_attention(const RowMatF& K, int64_t n, const int64_t* pos, const ProbeRing& ring,
-                      Fusion fusion, AttnScratch& s, int64_t first) {
+void window_attention(const store::RowSource& K, int64_t n, const int64_t* pos,
+                      const ProbeRing& ring, Fusion fusion, AttnScratch& s, int64_t first) {
   if (n <= 0) return;
   s.ensure(n);
   Eigen::Map<Eigen::VectorXd> o(s.out.data(), n);
   const Eigen::Map<const Eigen::VectorXd> a(s.acc.data(), n);
   o.setZero();
   if (ring.size() - first == 1) {
-    probe_mean(K, n, pos, ring.pos(first), ring.row(first, 0), ring.rows(first), K.cols(), s);
+    probe_mean(K, n, pos, ring.pos(first), ring.row(first, 0), ring.rows(first), K.dim(), s);
     o += a;
     return;
   }
   // Several probes: every probe row's logits in one GEMM, then a causal softmax per row.
-  const int64_t R = ring.row_capacity(), D = K.cols();
+  const int64_t R = ring.row_capacity(), D = K.dim();
   if (s.logits.rows() < R || s.logits.cols() < n)
     s.logits.resize(std::max<int64_t>(R, s.logits.rows()), std::max<int64_t>(n, s.logits.cols()));
-  s.logits.topLeftCorner(R, n).noalias() =
-      Eigen::Map<const RowMatF>(ring.data(), R, D) * K.topRows(n).transpose();
+  rows_times_keys(K, n, ring.data(), R, s.logits.data(), s.logits.cols());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   // Only rows newer than the oldest probe can be hidden from some probe: list them once.
   s.hidden.clear();
@@ -173,14 +170,12 @@ void lowest_evictable(const double* score, const int64_t* pos, int64_t T, int64_
 }
 
 int64_t ChunkScoringCache::gather(const HeadState& st, const float* K, int64_t S, int64_t pos0) {
-  const int64_t D = head_dim();
   const int64_t T = st.n + S;
-  all_K_.resize(T, D);
+  chunk_rows_ = std::make_unique<store::Fp32Rows>(K, S, head_dim());
+  all_K_ = std::make_unique<store::ConcatRows>(keys(st), *chunk_rows_);
   all_pos_.resize(static_cast<size_t>(T));
-  if (st.n > 0) all_K_.topRows(st.n) = st.K.topRows(st.n);
   for (int64_t t = 0; t < st.n; ++t)
     all_pos_[static_cast<size_t>(t)] = st.pos[static_cast<size_t>(t)];
-  if (S > 0) all_K_.bottomRows(S) = Eigen::Map<const RowMatF>(K, S, D);
   for (int64_t s = 0; s < S; ++s) all_pos_[static_cast<size_t>(st.n + s)] = pos0 + s;
   return T;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "eviction/eviction_cache.hpp"
@@ -29,6 +30,7 @@ class ProbeRing {
   /// unused entries hold stale data).
   const float* data() const { return data_.data(); }
   int64_t row_capacity() const { return W_ * gcap_; }
+  int64_t bytes() const { return buffer_bytes(data_) + buffer_bytes(pos_) + buffer_bytes(rows_); }
   int64_t row_index(int64_t i, int64_t g) const {
     return static_cast<int64_t>(slot(i)) * gcap_ + g;
   }
@@ -50,6 +52,10 @@ struct AttnScratch {
   std::vector<double> out;       // [n] the result
   RowMatF logits;                // [probe rows, >= n] logits of a whole window (one GEMM)
   std::vector<int64_t> hidden;   // rows newer than the oldest probe (the only maskable ones)
+  int64_t bytes() const {
+    return buffer_bytes(prod) + buffer_bytes(tmp) + buffer_bytes(acc) + buffer_bytes(out) +
+           buffer_bytes(logits) + buffer_bytes(hidden);
+  }
   void ensure(int64_t n) {
     const size_t m = static_cast<size_t>(n);
     if (out.size() >= m) return;
@@ -63,14 +69,14 @@ struct AttnScratch {
 /// out[0:n] = softmax over the rows i < n with pos[i] <= max_pos of (K[i] . q) * scale; the rows
 /// after max_pos get 0 (causal mask; pos == nullptr means nothing is masked). When every row is
 /// masked, out is all zero. prod: scratch of n floats. Same arithmetic as softmax_logits.
-void causal_softmax(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max_pos,
+void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod);
 
 /// The attention of the current token over the n kept rows, into s.out: the mean over its G
 /// true query rows of softmax(K q_g / sqrt(D)) when supplied and use_queries, else the
 /// key-as-query proxy softmax(K k / sqrt(D)). The same quantity as driving_attention, computed
 /// without allocating; identical, bit for bit, to window_attention with the token as only probe.
-void step_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows& q,
+void step_attention(const store::RowSource& K, int64_t n, const float* k, const QueryRows& q,
                     bool use_queries, AttnScratch& s);
 
 enum class Fusion : int { Sum = 0, Max = 1 };
@@ -81,7 +87,7 @@ enum class Fusion : int { Sum = 0, Max = 1 };
 /// A probe only sees rows at or before its own position. Only the probes from entry `first`
 /// (0 = oldest) on are used. A single probe goes through step_attention's arithmetic (so a
 /// one-token window is bit-identical to it); several probes share one GEMM for their logits.
-void window_attention(const RowMatF& K, int64_t n, const int64_t* pos, const ProbeRing& ring,
+void window_attention(const store::RowSource& K, int64_t n, const int64_t* pos, const ProbeRing& ring,
                       Fusion fusion, AttnScratch& s, int64_t first = 0);
 
 /// Writes to `victims` the `m` indices in [0, T) with the lowest (score, position), skipping
@@ -97,8 +103,9 @@ class ChunkScoringCache : public EvictionCache {
   using EvictionCache::EvictionCache;
 
  protected:
-  /// Gathers the st.n kept rows (slot order) then the S chunk rows into all_K_ / all_pos_.
-  /// Returns T = st.n + S. Row t < st.n is slot t; row st.n + s is chunk token s.
+  /// Makes all_K_ read the st.n kept rows (slot order) then the S chunk rows (K stays the
+  /// caller's until commit), and fills all_pos_. Returns T = st.n + S. Row t < st.n is slot t;
+  /// row st.n + s is chunk token s.
   int64_t gather(const HeadState& st, const float* K, int64_t S, int64_t pos0);
   /// Applies a decision over the gathered rows: rows flagged in drop_ leave, the others stay
   /// (kept slots and appended chunk rows) with score[t] as their new retention score.
@@ -107,7 +114,11 @@ class ChunkScoringCache : public EvictionCache {
   /// Flags for drop_ the rows listed in victims_ (clearing the other flags first).
   void mark_victims(int64_t T);
 
-  RowMatF all_K_;                 // [T, D] gathered keys
+  std::unique_ptr<store::RowSource> chunk_rows_, all_K_;  // kept keys then the chunk's
+  int64_t policy_bytes() const override {
+    return static_cast<int64_t>(all_pos_.capacity() * sizeof(int64_t) + drop_.capacity() +
+                                (order_.capacity() + victims_.capacity()) * sizeof(int64_t));
+  }
   std::vector<int64_t> all_pos_;  // [T]
   std::vector<char> drop_;        // [T]
   std::vector<int64_t> order_, victims_;

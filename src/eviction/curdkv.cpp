@@ -59,6 +59,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   void on_shape_known(int64_t B, int64_t H) override {
     EvictionCache::on_shape_known(B, H);
     trackers_.assign(static_cast<size_t>(B * H), SubspaceLeverage{});
+    generation_.assign(static_cast<size_t>(B * H), 0);
     for (auto& t : trackers_) t.tracked = tracked_;
   }
 
@@ -84,14 +85,20 @@ class CurDKVCache final : public eviction::EvictionCache {
     const int64_t D = head_dim();
     SubspaceLeverage& lev = trackers_[head_index(st)];
     const bool had_stored = st.n > 0;
+    // Encoding a chunk of the window changes the decoded values of its rows: the tracker's
+    // per-slot projections of V are stale then.
+    if (generation_[head_index(st)] != st.kv.generation()) {
+      lev.invalidate();
+      generation_[head_index(st)] = st.kv.generation();
+    }
     if (had_stored) {
       if (tracked_) {  // the tracker works on W = a ⊙ V without forming it, reusing V Q per slot
         const int64_t n0 = st.n;
         attn_.resize(static_cast<size_t>(n0));
         tmp_.resize(static_cast<size_t>(n0));
         lev_.resize(static_cast<size_t>(n0));
-        eviction::driving_attention(st.K, n0, k, q, use_queries_, attn_.data(), tmp_.data());
-        lev.stored_scaled(st.V, attn_.data(), n0, rank_cap_, lev_.data());
+        eviction::driving_attention(keys(st), n0, k, q, use_queries_, attn_.data(), tmp_.data());
+        lev.stored_scaled(values(st), attn_.data(), n0, rank_cap_, lev_.data());
       } else {
         weighted_block(st, st.n, k, q);
         lev.stored(W_, st.n, rank_cap_, lev_.data());
@@ -107,7 +114,7 @@ class CurDKVCache final : public eviction::EvictionCache {
     if (proportional) {
       attn_.resize(static_cast<size_t>(n));
       tmp_.resize(static_cast<size_t>(n));
-      eviction::driving_attention(st.K, n, k, q, use_queries_, attn_.data(), tmp_.data());
+      eviction::driving_attention(keys(st), n, k, q, use_queries_, attn_.data(), tmp_.data());
       const double a_new = attn_[static_cast<size_t>(slot)];
       wnew_.resize(D);
       for (int64_t d = 0; d < D; ++d) wnew_(d) = a_new * static_cast<double>(v[d]);
@@ -137,10 +144,12 @@ class CurDKVCache final : public eviction::EvictionCache {
     tmp_.resize(static_cast<size_t>(n));
     lev_.resize(static_cast<size_t>(n));
     if (W_.rows() < n) W_.resize(std::max<int64_t>(n, 2 * W_.rows()), D);
-    eviction::driving_attention(st.K, n, k, q, use_queries_, attn_.data(), tmp_.data());
-    for (int64_t i = 0; i < n; ++i) {
-      W_.row(i) = static_cast<double>(attn_[static_cast<size_t>(i)]) * st.V.row(i).cast<double>();
-    }
+    eviction::driving_attention(keys(st), n, k, q, use_queries_, attn_.data(), tmp_.data());
+    store::for_each_block(values(st), blk_, [&](int64_t first, int64_t m, const float* rows) {
+      for (int64_t j = 0; j < m; ++j)
+        W_.row(first + j) = static_cast<double>(attn_[static_cast<size_t>(first + j)]) *
+                            Eigen::Map<const Eigen::RowVectorXf>(rows + j * D, D).cast<double>();
+    });
   }
 
   int64_t rank_cap_;
@@ -152,6 +161,16 @@ class CurDKVCache final : public eviction::EvictionCache {
   Eigen::VectorXd wnew_;
   std::vector<SubspaceLeverage> trackers_;
   eviction::RowMatD W_;  // Eigen-owned (aligned): reductions do not depend on input addresses
+  std::vector<float> blk_;  // one decoded block of V
+  std::vector<int64_t> generation_;  // per head: the store generation the trackers last saw
+  int64_t policy_bytes() const override {
+    int64_t b = eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_) +
+                eviction::buffer_bytes(lev_) + eviction::buffer_bytes(wnew_) +
+                eviction::buffer_bytes(W_) + eviction::buffer_bytes(blk_) +
+                eviction::buffer_bytes(trackers_) + eviction::buffer_bytes(generation_);
+    for (const auto& t : trackers_) b += t.bytes();
+    return b;
+  }
 };
 
 }  // namespace

@@ -5,61 +5,95 @@
 #include <cstring>
 
 #include "veloxquant/errors.hpp"
+#include "veloxquant/registry.hpp"
 
 namespace vq::eviction {
+
+namespace {
+
+template <typename T>
+int64_t cap_bytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+
+/// Resize to n with geometric capacity growth (amortized O(1) per appended slot).
+template <typename T>
+void grow_to(std::vector<T>& v, size_t n) {
+  if (n > v.capacity()) v.reserve(std::max(n, v.capacity() + v.capacity() / 2 + 8));
+  v.resize(n);
+}
+
+template <typename T>
+void maybe_shrink(std::vector<T>& v) {
+  if (v.capacity() > 64 && v.size() < v.capacity() / 2) v.shrink_to_fit();
+}
+
+}  // namespace
 
 EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budget, int64_t n_sink)
     : KVCache(std::move(config), ctx), budget_(budget), n_sink_(n_sink) {
   VQ_CHECK(budget_ >= 0, InvalidArgument, this->config().method(), ": budget = ", budget_,
            " must be >= 0");
-}
-
-struct EvictionCache::MatrixRows final : store::RowSource {
-  const HeadState* st = nullptr;
-  bool values = false;
-  int64_t rows() const override { return st->n; }
-  int64_t dim() const override { return st->K.cols(); }
-  void read(int64_t first, int64_t n, float* out) const override {
-    const RowMatF& M = values ? st->V : st->K;
-    std::memcpy(out, M.row(first).data(), sizeof(float) * static_cast<size_t>(n * M.cols()));
+  const CacheConfig& codec = context().codec;
+  if (!codec.method().empty()) {
+    const MethodInfo& m = find_method(codec.method());
+    VQ_CHECK(m.make_row_codec != nullptr, InvalidArgument, this->config().method(), ": '",
+             codec.to_string(), "' is not a codec; kept rows can be stored through a codec method");
   }
-};
-
-const store::RowSource& EvictionCache::keys(const HeadState& st) const {
-  return *sources_[2 * head_index(st)];
-}
-const store::RowSource& EvictionCache::values(const HeadState& st) const {
-  return *sources_[2 * head_index(st) + 1];
 }
 
 void EvictionCache::on_shape_known(int64_t B, int64_t H) {
-  heads_.assign(static_cast<size_t>(B * H), HeadState{});
-  sources_.clear();
-  for (auto& st : heads_)
-    for (int kv = 0; kv < 2; ++kv) {
-      auto src = std::make_unique<MatrixRows>();
-      src->st = &st;
-      src->values = kv == 1;
-      sources_.push_back(std::move(src));
-    }
-  const int64_t cap = budget_ > 0 ? budget_ + 1 : 16;
-  for (auto& st : heads_) ensure_capacity(st, cap);
-}
-
-void EvictionCache::ensure_capacity(HeadState& st, int64_t rows) {
-  if (st.K.rows() >= rows) return;
-  int64_t cap = std::max<int64_t>(rows, st.K.rows() * 2);
+  heads_.clear();
+  heads_.resize(static_cast<size_t>(B * H));
   const int64_t D = head_dim();
-  st.K.conservativeResize(cap, D);
-  st.V.conservativeResize(cap, D);
-  st.pos.resize(static_cast<size_t>(cap));
-  st.score.resize(static_cast<size_t>(cap));
-  st.aux.resize(static_cast<size_t>(cap));
+  const CacheConfig& codec = context().codec;
+  const MethodInfo* m = codec.method().empty() ? nullptr : &find_method(codec.method());
+  for (int64_t i = 0; i < B * H; ++i) {
+    std::unique_ptr<store::RowCodec> c[2];
+    for (int kv = 0; kv < 2; ++kv) {
+      const store::StreamInfo info{D, context().layer, i % H, H, kv, context().seed};
+      c[kv] = m ? m->make_row_codec(codec, info) : std::make_unique<store::Fp16Codec>(D);
+    }
+    HeadState& st = heads_[static_cast<size_t>(i)];
+    st.kv = store::HeadStore(std::move(c[0]), std::move(c[1]));
+    st.index = static_cast<size_t>(i);
+  }
 }
 
-void EvictionCache::refresh_view(size_t idx) {
-  HeadState& st = heads_[idx];
-  view_.heads[idx] = HeadView{st.K.data(), st.V.data(), st.pos.data(), st.n};
+const store::RowSource& EvictionCache::keys(int64_t b, int64_t h) const {
+  check_head(b, h);
+  return heads_[static_cast<size_t>(b * kv_heads() + h)].kv.keys();
+}
+const store::RowSource& EvictionCache::values(int64_t b, int64_t h) const {
+  check_head(b, h);
+  return heads_[static_cast<size_t>(b * kv_heads() + h)].kv.values();
+}
+const int64_t* EvictionCache::positions(int64_t b, int64_t h) const {
+  check_head(b, h);
+  return heads_[static_cast<size_t>(b * kv_heads() + h)].pos.data();
+}
+int64_t EvictionCache::kept(int64_t b, int64_t h) const {
+  if (heads_.empty()) return 0;
+  check_head(b, h);
+  return heads_[static_cast<size_t>(b * kv_heads() + h)].n;
+}
+
+bool EvictionCache::wants_pre_rope_keys() const {
+  // Known before the first update: ask a codec built for head 0 (cheap: codecs fit lazily).
+  const CacheConfig& codec = context().codec;
+  if (codec.method().empty()) return false;
+  const MethodInfo& m = find_method(codec.method());
+  return m.make_row_codec(codec, store::StreamInfo{head_dim(), context().layer, 0, 1, 0, 0})
+      ->wants_pre_rope();
+}
+
+bool EvictionCache::quantizes_queries(int64_t* block) const {
+  const CacheConfig& codec = context().codec;
+  if (codec.method().empty()) return false;
+  const MethodInfo& m = find_method(codec.method());
+  auto c = m.make_row_codec(codec, store::StreamInfo{head_dim(), context().layer, 0, 1, 0, 0});
+  if (block) *block = c->query_block();
+  return c->quantizes_queries();
 }
 
 void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) {
@@ -73,9 +107,9 @@ void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Te
             queries ? QueryRows{queries->row(b, h * G, s), G, queries->S() * queries->D()}
                     : QueryRows{};
       }
-      const size_t idx = static_cast<size_t>(b * keys.H() + h);
-      process_head(heads_[idx], keys.head(b, h), values.head(b, h), qrows_, S, offset());
-      refresh_view(idx);
+      HeadState& st = heads_[static_cast<size_t>(b * keys.H() + h)];
+      process_head(st, keys.head(b, h), values.head(b, h), qrows_, S, offset());
+      st.kv.settle();
     }
   }
 }
@@ -89,11 +123,11 @@ void EvictionCache::process_head(HeadState& st, const float* K, const float* V,
 
 int64_t EvictionCache::append(HeadState& st, const float* k, const float* v, int64_t pos,
                               double score, double aux) {
-  ensure_capacity(st, st.n + 1);
-  const int64_t D = head_dim();
-  const int64_t slot = st.n++;
-  std::memcpy(st.K.row(slot).data(), k, sizeof(float) * static_cast<size_t>(D));
-  std::memcpy(st.V.row(slot).data(), v, sizeof(float) * static_cast<size_t>(D));
+  const int64_t slot = st.kv.append(k, v, pos);
+  st.n = st.kv.size();
+  grow_to(st.pos, static_cast<size_t>(st.n));
+  grow_to(st.score, static_cast<size_t>(st.n));
+  grow_to(st.aux, static_cast<size_t>(st.n));
   st.pos[static_cast<size_t>(slot)] = pos;
   st.score[static_cast<size_t>(slot)] = score;
   st.aux[static_cast<size_t>(slot)] = aux;
@@ -101,21 +135,68 @@ int64_t EvictionCache::append(HeadState& st, const float* k, const float* v, int
 }
 
 void EvictionCache::remove_slot(HeadState& st, int64_t slot) {
+  st.kv.remove(slot);
   const int64_t last = st.n - 1;
   if (slot != last) {
-    st.K.row(slot) = st.K.row(last);
-    st.V.row(slot) = st.V.row(last);
     st.pos[static_cast<size_t>(slot)] = st.pos[static_cast<size_t>(last)];
     st.score[static_cast<size_t>(slot)] = st.score[static_cast<size_t>(last)];
     st.aux[static_cast<size_t>(slot)] = st.aux[static_cast<size_t>(last)];
   }
   st.n = last;
+  st.pos.resize(static_cast<size_t>(last));
+  st.score.resize(static_cast<size_t>(last));
+  st.aux.resize(static_cast<size_t>(last));
+  maybe_shrink(st.pos);
+  maybe_shrink(st.score);
+  maybe_shrink(st.aux);
 }
 
+CacheStats EvictionCache::stats() const {
+  CacheStats st;
+  st.tokens_seen = offset();
+  st.tokens_kept = heads_.empty() ? 0 : heads_[0].n;
+  store::StoreBytes b;
+  int64_t slots = 0;
+  for (const HeadState& h : heads_) {
+    b += h.kv.bytes();
+    slots += cap_bytes(h.pos) + cap_bytes(h.score) + cap_bytes(h.aux);
+  }
+  st.content_bytes = static_cast<double>(b.content);
+  st.codec_param_bytes = static_cast<double>(b.params);
+  st.index_bytes = static_cast<double>(b.index);
+  st.policy_bytes = static_cast<double>(slots + policy_bytes() + b.scratch + cap_bytes(qrows_));
+  st.overhead_bytes = static_cast<double>(heads_.capacity() * sizeof(HeadState));
+  st.kept_bytes = st.content_bytes + st.codec_param_bytes + st.policy_bytes + st.index_bytes +
+                  st.overhead_bytes;
+  st.stored_bytes = static_cast<double>(b.stored);
+  const double D = static_cast<double>(head_dim());
+  st.full_seq_bytes =
+      static_cast<double>(batch() * kv_heads()) * static_cast<double>(offset()) * D * 2.0 * 2.0;
+  st.compression_ratio = st.kept_bytes > 0 ? st.full_seq_bytes / st.kept_bytes : 1.0;
+  st.extra = {
+      {"content_bytes", st.content_bytes},
+      {"codec_param_bytes", st.codec_param_bytes},
+      {"policy_bytes", st.policy_bytes},
+      {"index_bytes", st.index_bytes},
+      {"overhead_bytes", st.overhead_bytes},
+      {"stored_bytes", st.stored_bytes},
+      {"external_basis_bytes", static_cast<double>(b.external)},
+      {"raw_tokens", heads_.empty() ? 0.0 : static_cast<double>(heads_[0].kv.bytes().window_rows)},
+      {"encoded_tokens",
+       heads_.empty() ? 0.0 : static_cast<double>(heads_[0].kv.bytes().encoded_rows)},
+      {"chunks", static_cast<double>(b.chunks)},
+  };
+  return st;
+}
+
+// ---- block-wise readers of kept keys -------------------------------------------------------
+
 namespace {
-// Scratch buffers owned by Eigen (aligned), so that vectorized reductions never depend on where
-// the caller's memory happens to sit: results are bit-identical whatever the input alignment.
-thread_local Eigen::VectorXf t_query;
+// Block scratch (at most store::kReadBlock rows), Eigen-owned so that vectorized reductions do
+// not depend on where the caller's memory sits: results are bit-identical whatever the input
+// alignment.
+thread_local RowMatF t_block;
+thread_local Eigen::VectorXf t_query, t_dots;
 thread_local Eigen::VectorXd t_logits, t_acc;
 
 template <typename Vec>
@@ -125,11 +206,11 @@ auto& grow(Vec& v, int64_t n) {
 }
 
 // softmax((K[0:n] q) * scale) into out (an aligned Eigen buffer of >= n).
-void softmax_into(const RowMatF& K, int64_t n, const float* q, float scale, Eigen::VectorXd& out) {
-  const int64_t D = K.cols();
-  grow(t_query, D).head(D) = Eigen::Map<const Eigen::VectorXf>(q, D);
+void softmax_into(const store::RowSource& K, int64_t n, const float* q, float scale,
+                  Eigen::VectorXd& out) {
   auto o = grow(out, n).head(n);
-  o.noalias() = (K.topRows(n) * t_query.head(D)).cast<double>();
+  row_dots(K, n, q, grow(t_dots, n).data());
+  o = t_dots.head(n).cast<double>();
   o *= static_cast<double>(scale);
   const double mx = o.maxCoeff();
   o = (o.array() - mx).exp();
@@ -137,17 +218,42 @@ void softmax_into(const RowMatF& K, int64_t n, const float* q, float scale, Eige
 }
 }  // namespace
 
-void softmax_logits(const RowMatF& K, int64_t n, const float* q, float scale, double* out) {
+void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) {
+  const int64_t D = K.dim();
+  if (t_query.size() < D) t_query.resize(D);
+  t_query.head(D) = Eigen::Map<const Eigen::VectorXf>(q, D);
+  if (t_block.rows() < store::kReadBlock || t_block.cols() != D) t_block.resize(store::kReadBlock, D);
+  for (int64_t first = 0; first < n; first += store::kReadBlock) {
+    const int64_t m = std::min(store::kReadBlock, n - first);
+    K.read(first, m, t_block.data());
+    Eigen::Map<Eigen::VectorXf>(out + first, m).noalias() = t_block.topRows(m) * t_query.head(D);
+  }
+}
+
+void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64_t R, float* L,
+                     int64_t ld) {
+  const int64_t D = K.dim();
+  if (t_block.rows() < store::kReadBlock || t_block.cols() != D) t_block.resize(store::kReadBlock, D);
+  using Strided = Eigen::Map<RowMatF, 0, Eigen::OuterStride<>>;
+  const Eigen::Map<const RowMatF> Pm(P, R, D);
+  for (int64_t first = 0; first < n; first += store::kReadBlock) {
+    const int64_t m = std::min(store::kReadBlock, n - first);
+    K.read(first, m, t_block.data());
+    Strided(L + first, R, m, Eigen::OuterStride<>(ld)).noalias() = Pm * t_block.topRows(m).transpose();
+  }
+}
+
+void softmax_logits(const store::RowSource& K, int64_t n, const float* q, float scale, double* out) {
   if (n <= 0) return;
   softmax_into(K, n, q, scale, t_logits);
   Eigen::Map<Eigen::VectorXd>(out, n) = t_logits.head(n);
 }
 
-void driving_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows& q,
+void driving_attention(const store::RowSource& K, int64_t n, const float* k, const QueryRows& q,
                        bool use_queries, double* out, double* tmp) {
   (void)tmp;
   if (n <= 0) return;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(K.cols()));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K.dim()));
   if (!use_queries || q.G == 0) {
     softmax_logits(K, n, k, scale, out);
     return;

@@ -1,6 +1,9 @@
-// Shared machinery of the eviction family: per-(batch, head) storage with a fixed capacity,
-// slot-order rows with absolute positions, O(D) removal (the last row moves into the freed
-// slot), and the token-by-token update loop most methods use.
+// Shared machinery of the eviction family, and the cache every method runs on: per-(batch, head)
+// slots with absolute positions and the policy's scores, the kept keys/values in a HeadStore
+// (their resident form: fp16 rows by default, or the codec of a composed spec such as
+// "snapkv:budget=256+q4_0"), O(D) removal (the last slot moves into the freed one), and the
+// token-by-token update loop most methods use. Memory follows the tokens held: nothing is sized
+// by the budget.
 #pragma once
 
 #include <Eigen/Dense>
@@ -8,13 +11,24 @@
 #include <memory>
 #include <vector>
 
-#include "store/row_source.hpp"
+#include "store/head_store.hpp"
 #include "veloxquant/cache.hpp"
+#include "veloxquant/row_source.hpp"
 
 namespace vq::eviction {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Allocated bytes of a policy buffer (capacity, not size).
+template <typename T>
+int64_t buffer_bytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+template <typename Derived>
+int64_t buffer_bytes(const Eigen::PlainObjectBase<Derived>& m) {
+  return static_cast<int64_t>(m.size()) * static_cast<int64_t>(sizeof(typename Derived::Scalar));
+}
 
 /// The query rows that belong to one KV head for one token: G rows of D floats,
 /// row g at base + g * stride. G == 0 means no queries were supplied.
@@ -25,13 +39,14 @@ struct QueryRows {
   const float* row(int64_t g) const { return base + g * stride; }
 };
 
-/// One (batch, head) of kept tokens. Rows [0, n) are live, in slot order.
+/// One (batch, head) of kept tokens. Slots [0, n) are live.
 struct HeadState {
-  RowMatF K, V;                // [capacity, D]
-  std::vector<int64_t> pos;    // [capacity] absolute positions
-  std::vector<double> score;   // [capacity] the method's retention score
-  std::vector<double> aux;     // [capacity] a second per-token value (e.g. update counts)
+  store::HeadStore kv;         // keys and values, resident form
+  std::vector<int64_t> pos;    // [n] absolute positions
+  std::vector<double> score;   // [n] the method's retention score
+  std::vector<double> aux;     // [n] a second per-token value (e.g. update counts)
   int64_t n = 0;
+  size_t index = 0;            // b * H + h
 };
 
 class EvictionCache : public KVCache {
@@ -47,8 +62,16 @@ class EvictionCache : public KVCache {
   }
   /// The kept keys / values of a head (rows [0, st.n), slot order), decoded block by block.
   /// Policies read stored rows only through these.
-  const store::RowSource& keys(const HeadState& st) const;
-  const store::RowSource& values(const HeadState& st) const;
+  const store::RowSource& keys(const HeadState& st) const { return st.kv.keys(); }
+  const store::RowSource& values(const HeadState& st) const { return st.kv.values(); }
+
+  const store::RowSource& keys(int64_t b, int64_t h) const override;
+  const store::RowSource& values(int64_t b, int64_t h) const override;
+  const int64_t* positions(int64_t b, int64_t h) const override;
+  int64_t kept(int64_t b, int64_t h) const override;
+  bool wants_pre_rope_keys() const override;
+  bool quantizes_queries(int64_t* block) const override;
+  CacheStats stats() const override;
 
  protected:
   void do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) override;
@@ -93,28 +116,32 @@ class EvictionCache : public KVCache {
   }
   bool over_budget(const HeadState& st) const { return budget_ > 0 && st.n > budget_; }
   /// Index b * H + h of a head's state, for methods that keep extra per-head state.
-  size_t head_index(const HeadState& st) const { return static_cast<size_t>(&st - heads_.data()); }
+  size_t head_index(const HeadState& st) const { return st.index; }
+  /// Bytes of per-token and per-head state the method keeps beyond HeadState (score buffers,
+  /// projections, probe windows, scratch it holds on to), from its buffers' capacities.
+  virtual int64_t policy_bytes() const { return 0; }
 
  private:
-  void ensure_capacity(HeadState& st, int64_t rows);
-  void refresh_view(size_t idx);
-
   int64_t budget_;
   int64_t n_sink_;
   std::vector<HeadState> heads_;
   std::vector<QueryRows> qrows_;  // scratch, reused across updates
-  struct MatrixRows;              // RowSource over a HeadState's K or V
-  std::vector<std::unique_ptr<MatrixRows>> sources_;  // [2 * head]: keys, values
 };
 
+/// out[i] = K[i] . q for i < n (n <= K.rows()), K read block by block.
+void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out);
+/// L[r, i] = P[r] . K[i] for r < R, i < n: P [R, D] row-major, L row-major with row stride ld.
+void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64_t R, float* L,
+                     int64_t ld);
+
 /// Softmax of (K[0:n] @ q) * scale into out[0:n] (double accumulation of the normaliser).
-void softmax_logits(const RowMatF& K, int64_t n, const float* q, float scale, double* out);
+void softmax_logits(const store::RowSource& K, int64_t n, const float* q, float scale, double* out);
 
 /// Attention that drives a score-based method for one incoming token, over K[0:n]:
 /// with true queries (q.G > 0, use_queries) the mean over the G query heads of each head's
 /// softmax(K q_g / sqrt(D)); otherwise the key-as-query proxy softmax(K k / sqrt(D)).
 /// `tmp` is scratch of at least n doubles.
-void driving_attention(const RowMatF& K, int64_t n, const float* k, const QueryRows& q,
+void driving_attention(const store::RowSource& K, int64_t n, const float* k, const QueryRows& q,
                        bool use_queries, double* out, double* tmp);
 
 }  // namespace vq::eviction

@@ -26,7 +26,7 @@ class H2OCache final : public eviction::EvictionCache {
     } else {
       attn_.resize(static_cast<size_t>(st.n));
       tmp_.resize(static_cast<size_t>(st.n));
-      eviction::driving_attention(st.K, st.n, k, q, use_queries_, attn_.data(), tmp_.data());
+      eviction::driving_attention(keys(st), st.n, k, q, use_queries_, attn_.data(), tmp_.data());
       for (int64_t i = 0; i < st.n; ++i) {
         double& s = st.score[static_cast<size_t>(i)];
         s = decay_ * s + attn_[static_cast<size_t>(i)];
@@ -44,6 +44,9 @@ class H2OCache final : public eviction::EvictionCache {
   double decay_;
   bool use_queries_;
   std::vector<double> attn_, tmp_;
+  int64_t policy_bytes() const override {
+    return eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_);
+  }
 };
 
 }  // namespace

@@ -78,11 +78,11 @@ class KeyformerCache final : public eviction::EvictionCache {
   void noisy_softmax(const eviction::HeadState& st, const float* q, double* out) {
     const int64_t n = st.n, D = head_dim();
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-    Eigen::Map<const Eigen::VectorXf> qv(q, D);
+    (void)D;
     Eigen::Map<const Eigen::VectorXd> z(st.aux.data(), n);
     Eigen::Map<Eigen::VectorXf> p(prod_.data(), n);
     Eigen::Map<Eigen::VectorXd> o(out, n);
-    p.noalias() = st.K.topRows(n) * qv;
+    eviction::row_dots(keys(st), n, q, prod_.data());
     o = (p.cast<double>() * scale + z) * inv_tau_;
     const double mx = o.maxCoeff();
     o = (o.array() - mx).exp();
@@ -94,6 +94,10 @@ class KeyformerCache final : public eviction::EvictionCache {
   bool use_queries_;
   std::vector<double> attn_, tmp_;
   std::vector<float> prod_;
+  int64_t policy_bytes() const override {
+    return eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_) +
+           eviction::buffer_bytes(prod_);
+  }
 };
 
 }  // namespace

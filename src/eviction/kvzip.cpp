@@ -63,7 +63,7 @@ class KVzipCache final : public eviction::ChunkScoringCache {
                 const eviction::QueryRows& q, int64_t pos) override {
     append(st, k, v, pos, 0.0);
     if (!over_budget(st)) return;
-    eviction::step_attention(st.K, st.n, k, q, use_queries_, scratch_);
+    eviction::step_attention(keys(st), st.n, k, q, use_queries_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
     const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
     if (slot >= 0) remove_slot(st, slot);
@@ -80,12 +80,13 @@ class KVzipCache final : public eviction::ChunkScoringCache {
     if (rowv_.size() < rows) rowv_.resize(rows);
     auto best = best_.head(T);
     best.setZero();
-    const auto keys = all_K_.topRows(T);
+    if (probe_.rows() < rows || probe_.cols() != D) probe_.resize(rows, D);
     for (int64_t r0 = 0; r0 < T; r0 += kProbeBlock) {
       const int64_t rb = std::min(kProbeBlock, T - r0);
       auto Lb = L_.topLeftCorner(rb, T);
       auto rv = rowv_.head(rb);
-      Lb.noalias() = keys.middleRows(r0, rb) * keys.transpose();
+      all_K_->read(r0, rb, probe_.data());
+      eviction::rows_times_keys(*all_K_, T, probe_.data(), rb, L_.data(), L_.cols());
       Lb *= scale;
       rv = Lb.rowwise().maxCoeff();
       Lb.array().colwise() -= rv.array();
@@ -99,7 +100,13 @@ class KVzipCache final : public eviction::ChunkScoringCache {
   }
 
   bool repeat_, use_queries_;
-  eviction::RowMatF L_;  // [block, >= T] probe logits, reused
+  eviction::RowMatF L_;      // [block, >= T] probe logits, reused
+  eviction::RowMatF probe_;  // [block, D] the probe rows of one block
+  int64_t policy_bytes() const override {
+    return ChunkScoringCache::policy_bytes() +
+           static_cast<int64_t>((L_.size() + probe_.size() + best_.size() + rowv_.size()) * 4 +
+                                score_.capacity() * 8) + scratch_.bytes();
+  }
   Eigen::VectorXf best_, rowv_;
   std::vector<double> score_;
   eviction::AttnScratch scratch_;

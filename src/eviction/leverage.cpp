@@ -1,5 +1,7 @@
 #include "eviction/leverage.hpp"
 
+#include "eviction/eviction_cache.hpp"
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -312,9 +314,8 @@ inline void accumulate_rows(const float* A, int64_t D, int64_t kp, const float* 
   }
 }
 
-// Y[D, kp] = A[n, D]^T P[n, kp].
-void transpose_product(const float* A, int64_t n, int64_t D, int64_t kp, const float* P, float* Y) {
-  std::fill(Y, Y + D * kp, 0.0f);
+// Y[D, kp] += A[n, D]^T P[n, kp].
+void accumulate_product(const float* A, int64_t n, int64_t D, int64_t kp, const float* P, float* Y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) accumulate_rows<8>(A + i * D, D, kp, P + i * kp, Y);
   for (; i < n; ++i) accumulate_rows<1>(A + i * D, D, kp, P + i * kp, Y);
@@ -389,10 +390,9 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
 
 }  // namespace
 
-void SubspaceLeverage::stored_scaled(
-    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& V, const double* a,
-    int64_t n, int64_t rank_cap, double* out) {
-  const int64_t D = V.cols();
+void SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a, int64_t n,
+                                     int64_t rank_cap, double* out) {
+  const int64_t D = V.dim();
   n_prev_ = n;
   block_ready_ = false;
   p_padded_ = false;
@@ -421,10 +421,20 @@ void SubspaceLeverage::stored_scaled(
   auto norms = tmp_.head(n);
   // ||w_i||^2 = a_i^2 ||v_i||^2: W = diag(a) V is never formed (it would be an extra pass
   // over n x D values); each row's squared norm is kept while the row stays in its slot.
+  // V is read block by block (its resident form is decoded into blk_, never copied whole).
+  auto for_blocks = [&](auto&& fn) {
+    store::for_each_block(V, blk_, [&](int64_t first, int64_t m, const float* rows) { fn(first, m, rows); });
+  };
+  for_blocks([&](int64_t first, int64_t m, const float* rows) {
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t i = first + j;
+      if (!(all_stale || !vq_row_ok_[static_cast<size_t>(i)])) continue;
+      vn_[static_cast<size_t>(i)] = Eigen::Map<const Eigen::VectorXf>(rows + j * D, D).squaredNorm();
+    }
+  });
   for (int64_t i = 0; i < n; ++i) {
     const float ai = static_cast<float>(a[i]);
     af_[static_cast<size_t>(i)] = ai;
-    if (all_stale || !vq_row_ok_[static_cast<size_t>(i)]) vn_[static_cast<size_t>(i)] = V.row(i).squaredNorm();
     norms(i) = static_cast<double>(ai * ai) * static_cast<double>(vn_[static_cast<size_t>(i)]);
   }
   trace_prev_ = norms.sum();
@@ -445,7 +455,11 @@ void SubspaceLeverage::stored_scaled(
   };
   if (Qf_.rows() != D || Qf_.cols() != k) {
     auto& Wfull = block(n, D);  // cold start: exact subspace of W^T W once
-    for (int64_t i = 0; i < n; ++i) Wfull.row(i) = af_[static_cast<size_t>(i)] * V.row(i);
+    for_blocks([&](int64_t first, int64_t m, const float* rows) {
+      for (int64_t j = 0; j < m; ++j)
+        Wfull.row(first + j) =
+            af_[static_cast<size_t>(first + j)] * Eigen::Map<const Eigen::RowVectorXf>(rows + j * D, D);
+    });
     auto Wf = Wfull.topRows(n);
     G_ = (Wf.transpose() * Wf).cast<double>();
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(G_);
@@ -455,16 +469,21 @@ void SubspaceLeverage::stored_scaled(
     // One subspace iteration, Q <- orth(W^T W Q) with W^T W Q = V^T diag(a^2) (V Q): only the
     // rows of V that changed since the last call need their V Q product.
     pack_q();
-    for (int64_t i = 0; i < n; ++i) {
-      if (all_stale || !vq_row_ok_[static_cast<size_t>(i)])
-        project(V.row(i).data(), 1, D, kp, Qp_.data(), VQ_.data() + i * kp);
-      const float ai = af_[static_cast<size_t>(i)];
-      const float* vq = VQ_.data() + i * kp;
-      float* p = Pp_.data() + i * kp;
-      for (int64_t j = 0; j < kp; ++j) p[j] = ai * (ai * vq[j]);
-    }
     Yp_.resize(static_cast<size_t>(D * kp));
-    transpose_product(V.data(), n, D, kp, Pp_.data(), Yp_.data());
+    std::fill(Yp_.begin(), Yp_.end(), 0.0f);
+    // Blocks of kReadBlock rows (a multiple of 8) keep accumulate_rows' summation order.
+    for_blocks([&](int64_t first, int64_t m, const float* rows) {
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t i = first + j;
+        if (all_stale || !vq_row_ok_[static_cast<size_t>(i)])
+          project(rows + j * D, 1, D, kp, Qp_.data(), VQ_.data() + i * kp);
+        const float ai = af_[static_cast<size_t>(i)];
+        const float* vq = VQ_.data() + i * kp;
+        float* p = Pp_.data() + i * kp;
+        for (int64_t c = 0; c < kp; ++c) p[c] = ai * (ai * vq[c]);
+      }
+      accumulate_product(rows, m, D, kp, Pp_.data() + first * kp, Yp_.data());
+    });
     Yf_ = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
                      0, Eigen::OuterStride<>>(Yp_.data(), D, k, Eigen::OuterStride<>(kp));
     // Orthonormal basis of span(Y): Gram-Schmidt with every column orthogonalized twice (fp32
@@ -493,7 +512,9 @@ void SubspaceLeverage::stored_scaled(
     ++iterations_;
   }
   pack_q();
-  project(V.data(), n, D, kp, Qp_.data(), VQ_.data());
+  for_blocks([&](int64_t first, int64_t m, const float* rows) {
+    project(rows, m, D, kp, Qp_.data(), VQ_.data() + first * kp);
+  });
   std::fill(vq_row_ok_.begin(), vq_row_ok_.begin() + n, uint8_t{1});
   std::fill(vq_row_ok_.begin() + n, vq_row_ok_.end(), uint8_t{0});
   vq_ok_ = true;
@@ -543,7 +564,8 @@ double SubspaceLeverage::seed_tracked(double c, const double* w_new, int64_t D, 
   if (extend) {
     u /= un;
     if (p_padded_) {  // W u = diag(a) (V u), from stored_scaled's V
-      Wuf_.noalias() = V_->topRows(n) * u;
+      Wuf_.resize(n);
+      row_dots(*V_, n, u.data(), Wuf_.data());
       for (int64_t i = 0; i < n; ++i) Wuf_(i) *= af_[static_cast<size_t>(i)];
     } else {
       Wuf_.noalias() = Wf_.topRows(n) * u;
@@ -567,6 +589,19 @@ double SubspaceLeverage::seed_tracked(double c, const double* w_new, int64_t D, 
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T);
   const Eigen::MatrixXd Zr = es.eigenvectors().rightCols(std::min(r, m));
   return (wb.transpose() * Zr).squaredNorm() / total;
+}
+
+}  // namespace vq::eviction
+
+namespace vq::eviction {
+
+int64_t SubspaceLeverage::bytes() const {
+  const auto e = [](const auto& m) {
+    return static_cast<int64_t>(m.size()) * static_cast<int64_t>(sizeof(m(0)));
+  };
+  const auto v = [](const auto& x) { return static_cast<int64_t>(x.capacity() * sizeof(x[0])); };
+  return e(G_) + e(Q_) + e(Z_) + e(T_) + e(Wf_) + e(Qf_) + e(Pf_) + e(Yf_) + e(Wuf_) + e(tmp_) +
+         v(Qp_) + v(VQ_) + v(Pp_) + v(Yp_) + v(af_) + v(vn_) + v(vq_row_ok_) + v(blk_);
 }
 
 }  // namespace vq::eviction

@@ -22,6 +22,8 @@ void leverage_fast(const double* W, int64_t n, int64_t D, int64_t rank_cap, doub
 #include <Eigen/Dense>
 #include <vector>
 
+#include "veloxquant/row_source.hpp"
+
 namespace vq::eviction {
 
 /// Per-head fast leverage for CurDKV's decode loop.
@@ -54,8 +56,8 @@ class SubspaceLeverage {
   /// change needs invalidate().
   /// The following seed_scaled() reads rows [0, n) of the same V object (they must not change
   /// in between; appending row n is fine).
-  void stored_scaled(const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& V,
-                     const double* a, int64_t n, int64_t rank_cap, double* out);
+  void stored_scaled(const store::RowSource& V, const double* a, int64_t n, int64_t rank_cap,
+                     double* out);
   /// Row i of V now holds new data (stored_scaled recomputes its V Q row).
   void row_replaced(int64_t i);
   /// Row `from` of V moved to slot `to` (the old contents of `to` are gone).
@@ -67,6 +69,9 @@ class SubspaceLeverage {
   double seed_scaled(double c, const double* w_new, int64_t D, int64_t rank_cap);
   /// Leverage of row n-1 of W[0, n) (general case: the Gram matrix is rebuilt).
   double last_row(const RowMatD& W, int64_t n, int64_t rank_cap);
+
+  /// Bytes the tracker holds (Gram matrix, subspace, per-slot V Q projections, scratch).
+  int64_t bytes() const;
 
   int64_t iterations() const { return iterations_; }   ///< total subspace iterations so far
   int64_t fallbacks() const { return fallbacks_; }     ///< full eigensolves (cold start/no convergence)
@@ -98,7 +103,8 @@ class SubspaceLeverage {
   std::vector<float> af_;
   std::vector<float> vn_;  // [rows] ||V.row(i)||^2, cached with VQ_ (same validity)
   // stored_scaled's V (the caller's matrix object): seed_tracked reads rows [0, n_prev_) of it
-  const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>* V_ = nullptr;
+  const store::RowSource* V_ = nullptr;
+  std::vector<float> blk_;  // one decoded block of V
   std::vector<uint8_t> vq_row_ok_;
   int64_t kp_ = 0;
   bool vq_ok_ = false;

@@ -41,7 +41,7 @@ class MorphKVCache final : public eviction::EvictionCache {
     ring.push(pos, k, q, use_queries_);
     append(st, k, v, pos, 0.0);
     if (!over_budget(st)) return;
-    eviction::window_attention(st.K, st.n, st.pos.data(), ring, fusion_, scratch_);
+    eviction::window_attention(keys(st), st.n, st.pos.data(), ring, fusion_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
     const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
     if (slot >= 0) remove_slot(st, slot);
@@ -53,6 +53,11 @@ class MorphKVCache final : public eviction::EvictionCache {
   bool use_queries_;
   std::vector<eviction::ProbeRing> rings_;  // one per (b, h)
   eviction::AttnScratch scratch_;
+  int64_t policy_bytes() const override {
+    int64_t b = scratch_.bytes() + eviction::buffer_bytes(rings_);
+    for (const auto& r : rings_) b += r.bytes();
+    return b;
+  }
 };
 
 }  // namespace

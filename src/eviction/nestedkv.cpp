@@ -92,7 +92,11 @@ class NestedKVCache final : public eviction::EvictionCache {
     if (probs_.rows() < n) probs_.resize(logits_.rows(), 3);
     auto L = logits_.topRows(n);
     auto P = probs_.topRows(n);
-    L.noalias() = st.K.topRows(n) * signals_;
+    // L = K signals_, K read block by block (signals_ transposed: 3 probe rows of D)
+    sigT_ = signals_.transpose();
+    lt_.resize(3, n);
+    eviction::rows_times_keys(keys(st), n, sigT_.data(), 3, lt_.data(), n);
+    L = lt_.transpose();
     const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim()));
     for (int x = 0; x < 3; ++x) {
       auto p = P.col(x);
@@ -111,6 +115,14 @@ class NestedKVCache final : public eviction::EvictionCache {
   Eigen::Matrix<float, Eigen::Dynamic, 3> signals_;  // [D, 3]: stable, episodic, current
   Eigen::Matrix<float, Eigen::Dynamic, 3> logits_;   // [>= n, 3], reused
   Eigen::Matrix<double, Eigen::Dynamic, 3> probs_;   // [>= n, 3], reused
+  eviction::RowMatF sigT_, lt_;                      // signals_ transposed; K signals_ transposed
+  int64_t policy_bytes() const override {
+    int64_t b = eviction::buffer_bytes(states_) + eviction::buffer_bytes(signals_) +
+                eviction::buffer_bytes(logits_) + eviction::buffer_bytes(probs_) +
+                eviction::buffer_bytes(sigT_) + eviction::buffer_bytes(lt_);
+    for (const auto& s : states_) b += eviction::buffer_bytes(s.stable) + eviction::buffer_bytes(s.episodic);
+    return b;
+  }
 };
 
 }  // namespace

@@ -60,10 +60,13 @@ class QFiltersCache final : public eviction::EvictionCache {
     const int64_t D = head_dim();
     gram_.setZero(D, D);
     sum_.setZero(D);
-    if (st.n > 0) {
-      const eviction::RowMatD held = st.K.topRows(st.n).cast<double>();
-      gram_.noalias() += held.transpose() * held;
-      sum_ += held.colwise().sum().transpose();
+    if (st.n > 0) {  // the held keys, block by block
+      std::vector<float> buf;
+      store::for_each_block(keys(st), buf, [&](int64_t, int64_t m, const float* rows) {
+        const eviction::RowMatD held = Eigen::Map<const eviction::RowMatF>(rows, m, D).cast<double>();
+        gram_.noalias() += held.transpose() * held;
+        sum_ += held.colwise().sum().transpose();
+      });
     }
     if (S > 0) {
       const eviction::RowMatD chunk = Eigen::Map<const eviction::RowMatF>(K, S, D).cast<double>();
@@ -75,14 +78,21 @@ class QFiltersCache final : public eviction::EvictionCache {
     if (u.dot(sum_) < 0) u = -u;
     filters_.row(static_cast<Eigen::Index>(idx)) = u.transpose();
     fixed_[idx] = 1;
-    for (int64_t i = 0; i < st.n; ++i)
-      st.score[static_cast<size_t>(i)] = project(idx, st.K.row(i).data());
+    std::vector<float> buf;
+    store::for_each_block(keys(st), buf, [&](int64_t first, int64_t m, const float* rows) {
+      for (int64_t i = 0; i < m; ++i)
+        st.score[static_cast<size_t>(first + i)] = project(idx, rows + i * D);
+    });
   }
 
   eviction::RowMatD filters_;  // [B * H, D], row b * H + h is that head's filter
   std::vector<char> fixed_;
   Eigen::MatrixXd gram_;
   Eigen::VectorXd sum_;
+  int64_t policy_bytes() const override {
+    return eviction::buffer_bytes(filters_) + eviction::buffer_bytes(fixed_) +
+           eviction::buffer_bytes(gram_) + eviction::buffer_bytes(sum_);
+  }
 };
 
 }  // namespace

@@ -90,7 +90,7 @@ class SnapKVCache final : public eviction::ChunkScoringCache {
     scratch_.ensure(T);
     std::vector<double>& attn = scratch_.out;
     if (w > 0)
-      eviction::window_attention(all_K_, T, all_pos_.data(), ring, eviction::Fusion::Sum, scratch_,
+      eviction::window_attention(*all_K_, T, all_pos_.data(), ring, eviction::Fusion::Sum, scratch_,
                                  first);
     else
       std::fill(attn.begin(), attn.end(), 0.0);
@@ -130,6 +130,13 @@ class SnapKVCache final : public eviction::ChunkScoringCache {
   std::vector<double> score_;
   eviction::AttnScratch scratch_;
   std::vector<int64_t> prefix_;
+  int64_t policy_bytes() const override {
+    int64_t b = ChunkScoringCache::policy_bytes() + scratch_.bytes() + eviction::buffer_bytes(rings_) +
+                eviction::buffer_bytes(prefilled_) + eviction::buffer_bytes(score_) +
+                eviction::buffer_bytes(prefix_);
+    for (const auto& r : rings_) b += r.bytes();
+    return b;
+  }
 };
 
 }  // namespace

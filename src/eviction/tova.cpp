@@ -27,7 +27,7 @@ class TovaCache final : public eviction::EvictionCache {
                 const eviction::QueryRows& q, int64_t pos) override {
     append(st, k, v, pos, 0.0);
     if (!over_budget(st)) return;  // scores only matter when someone must leave
-    eviction::step_attention(st.K, st.n, k, q, use_queries_, scratch_);
+    eviction::step_attention(keys(st), st.n, k, q, use_queries_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
     const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
     if (slot >= 0) remove_slot(st, slot);
@@ -36,6 +36,7 @@ class TovaCache final : public eviction::EvictionCache {
  private:
   bool use_queries_;
   eviction::AttnScratch scratch_;
+  int64_t policy_bytes() const override { return scratch_.bytes(); }
 };
 
 }  // namespace

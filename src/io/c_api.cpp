@@ -208,11 +208,12 @@ vq_status vq_cache_kept_tokens(const vq_cache* cache, int64_t* n_kept) {
   return guarded([&] {
     need(cache, "cache");
     need(n_kept, "n_kept");
-    const vq::KVView& view = cache->cache->view();
-    int64_t n = view.heads.empty() ? 0 : view.heads[0].n;
-    for (const auto& hv : view.heads)
-      VQ_CHECK(hv.n == n, vq::Error, cache->cache->config().method(),
-               ": heads keep different token counts (", n, " and ", hv.n, ")");
+    const vq::KVCache& c = *cache->cache;
+    const int64_t n = c.kept(0, 0);
+    for (int64_t b = 0; b < c.batch(); ++b)
+      for (int64_t h = 0; h < c.kv_heads(); ++h)
+        VQ_CHECK(c.kept(b, h) == n, vq::Error, c.config().method(),
+                 ": heads keep different token counts (", n, " and ", c.kept(b, h), ")");
     *n_kept = n;
   });
 }

@@ -57,7 +57,7 @@ struct Engine::Impl {
 
   std::vector<float> rope_cos, rope_sin;  // [seq_len, head_dim / 2]
   // Decode scratch, 64-byte aligned (see AlignedAllocator).
-  AlignedFloats x, xb, q, k, v, att, hb, hb2, logits, scores, rot, kself;
+  AlignedFloats x, xb, q, k, v, att, hb, hb2, logits, scores, kblock, kself;
   Tensor qt, kt, vt;  // what the cache is given: [1, Hq, 1, D], [1, Hkv, 1, D], [1, Hkv, 1, D]
   // Prefill output.
   std::vector<float> plogits;
@@ -95,68 +95,106 @@ struct Engine::Impl {
     }
   }
 
-  // Keys of one kept head ready for attention: as stored, or rotated into `rot` when the cache
-  // holds pre-RoPE keys.
-  const float* keys_for_attention(const HeadView& hv, bool pre) {
-    if (!pre) return hv.keys;
-    if (static_cast<int64_t>(rot.size()) < hv.n * D) rot.resize(static_cast<size_t>(hv.n * D));
-    std::memcpy(rot.data(), hv.keys, sizeof(float) * static_cast<size_t>(hv.n * D));
-    for (int64_t i = 0; i < hv.n; ++i) {
-      const int64_t p = hv.positions[i];
+  // Rows [first, first + m) of a kept head's keys into `dst` [m, D], rotated when the cache
+  // holds pre-RoPE keys (each row by its own position).
+  void read_keys(const store::RowSource& K, const int64_t* positions, bool pre, int64_t first,
+                 int64_t m, float* dst) {
+    K.read(first, m, dst);
+    if (!pre) return;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t p = positions[first + i];
       VQ_CHECK(p >= 0 && p < c.seq_len, Error, cfg.method(), ": kept position ", p,
                " is outside [0, seq_len = ", c.seq_len, ")");
-      rope(rot.data() + i * D, 1, p);
+      rope(dst + i * D, 1, p);
     }
-    return rot.data();
   }
 
-  // out[D] = softmax(q K^T * scale) V over n rows, plus one extra row (self_k, self_v) when
-  // self_k is not null. The loops fix the summation order (each score sums over d in order,
-  // each output over rows in order), so the result does not depend on where a cache keeps its
-  // rows; the compiler still vectorizes across rows / across d.
-  void attend(const float* q, const float* keys, const float* values, int64_t n,
-              const float* self_k, const float* self_v, float* out) {
+  // llama.cpp's K.Q over a quantized K cache: the query rounded through q8_0 blocks of `block`
+  // values (scale amax / 127 stored at fp16, codes round(x / scale)).
+  void round_query_q8(const float* q, float* out, int64_t block) const {
+    for (int64_t b0 = 0; b0 < D; b0 += block) {
+      const int64_t m = std::min(block, D - b0);
+      float amax = 0.0f;
+      for (int64_t i = 0; i < m; ++i) amax = std::max(amax, std::fabs(q[b0 + i]));
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const float dh = round_to_fp16(d);
+      for (int64_t i = 0; i < m; ++i) out[b0 + i] = std::round(q[b0 + i] * id) * dh;
+    }
+  }
+
+  // att[g] = softmax(q_g K^T * scale) V over the head's n kept rows, for the G query heads
+  // q_g = qs + g * D of one KV head, plus one extra row (self_k, self_v) when self_k is not null.
+  // Keys and values are read block by block (at most store::kReadBlock rows decoded at a time).
+  // The loops fix the summation order (each score sums over d in order, each output over rows
+  // in order), so the result does not depend on block boundaries or on where rows sit.
+  void attend_head(const store::RowSource& K, const store::RowSource& Vs, const int64_t* positions,
+                   bool pre, const float* qs, const float* self_k, const float* self_v,
+                   float* att) {
+    const int64_t n = K.rows();
     const int64_t m = n + (self_k ? 1 : 0);
-    for (int64_t d = 0; d < D; ++d) out[d] = 0.0f;
+    for (int64_t x = 0; x < G * D; ++x) att[x] = 0.0f;
     if (m == 0) return;
-    if (static_cast<int64_t>(scores.size()) < m) scores.resize(static_cast<size_t>(m));
-    float* sc = scores.data();
-    for (int64_t i = 0; i < n; ++i) sc[i] = 0.0f;
-    for (int64_t d = 0; d < D; ++d) {
-      const float qd = q[d];
-      for (int64_t i = 0; i < n; ++i) sc[i] += keys[i * D + d] * qd;
+    if (static_cast<int64_t>(scores.size()) < G * m) scores.resize(static_cast<size_t>(G * m));
+    const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n, 1));
+    if (static_cast<int64_t>(kblock.size()) < blk * D) kblock.resize(static_cast<size_t>(blk * D));
+    for (int64_t first = 0; first < n; first += store::kReadBlock) {
+      const int64_t cnt = std::min(store::kReadBlock, n - first);
+      read_keys(K, positions, pre, first, cnt, kblock.data());
+      for (int64_t g = 0; g < G; ++g) {
+        float* sc = scores.data() + g * m + first;
+        const float* q = qs + g * D;
+        for (int64_t i = 0; i < cnt; ++i) sc[i] = 0.0f;
+        for (int64_t d = 0; d < D; ++d) {
+          const float qd = q[d];
+          for (int64_t i = 0; i < cnt; ++i) sc[i] += kblock[static_cast<size_t>(i * D + d)] * qd;
+        }
+      }
     }
-    if (self_k) {
-      float s = 0.0f;
-      for (int64_t d = 0; d < D; ++d) s += self_k[d] * q[d];
-      sc[n] = s;
+    for (int64_t g = 0; g < G; ++g) {
+      float* sc = scores.data() + g * m;
+      if (self_k) {
+        float s = 0.0f;
+        for (int64_t d = 0; d < D; ++d) s += self_k[d] * qs[g * D + d];
+        sc[n] = s;
+      }
+      float mx = sc[0] * scale;
+      for (int64_t i = 0; i < m; ++i) {
+        sc[i] *= scale;
+        mx = std::max(mx, sc[i]);
+      }
+      float sum = 0.0f;
+      for (int64_t i = 0; i < m; ++i) {
+        sc[i] = std::exp(sc[i] - mx);
+        sum += sc[i];
+      }
+      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < m; ++i) sc[i] *= inv;
     }
-    float mx = sc[0] * scale;
-    for (int64_t i = 0; i < m; ++i) {
-      sc[i] *= scale;
-      mx = std::max(mx, sc[i]);
+    for (int64_t first = 0; first < n; first += store::kReadBlock) {
+      const int64_t cnt = std::min(store::kReadBlock, n - first);
+      Vs.read(first, cnt, kblock.data());
+      for (int64_t g = 0; g < G; ++g) {
+        const float* a = scores.data() + g * m + first;
+        float* out = att + g * D;
+        for (int64_t i = 0; i < cnt; ++i) {
+          const float w = a[i];
+          const float* v = kblock.data() + i * D;
+          for (int64_t d = 0; d < D; ++d) out[d] += w * v[d];
+        }
+      }
     }
-    float sum = 0.0f;
-    for (int64_t i = 0; i < m; ++i) {
-      sc[i] = std::exp(sc[i] - mx);
-      sum += sc[i];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t i = 0; i < n; ++i) {
-      const float a = sc[i] * inv;
-      const float* v = values + i * D;
-      for (int64_t d = 0; d < D; ++d) out[d] += a * v[d];
-    }
-    if (self_k) {
-      const float a = sc[n] * inv;
-      for (int64_t d = 0; d < D; ++d) out[d] += a * self_v[d];
-    }
+    if (self_k)
+      for (int64_t g = 0; g < G; ++g) {
+        const float w = scores[static_cast<size_t>(g * m + n)];
+        for (int64_t d = 0; d < D; ++d) att[g * D + d] += w * self_v[d];
+      }
   }
 
   // True when the head kept position p (the token just added).
-  static bool holds(const HeadView& hv, int64_t p) {
-    for (int64_t i = hv.n - 1; i >= 0; --i)
-      if (hv.positions[i] == p) return true;
+  static bool holds(const int64_t* positions, int64_t n, int64_t p) {
+    for (int64_t i = n - 1; i >= 0; --i)
+      if (positions[i] == p) return true;
     return false;
   }
 
@@ -183,22 +221,24 @@ struct Engine::Impl {
       std::memcpy(vt.data(), v.data(), sizeof(float) * static_cast<size_t>(kv_dim));
       KVCache& cache = *caches[static_cast<size_t>(l)];
       cache.update(kt, vt, &qt);
-      const KVView& view = cache.view();
+      int64_t qblock = 32;
+      const bool round_q = cache.quantizes_queries(&qblock);
+      if (round_q)
+        for (int64_t h = 0; h < Hq; ++h) round_query_q8(q.data() + h * D, q.data() + h * D, qblock);
       for (int64_t kh = 0; kh < Hkv; ++kh) {
-        const HeadView& hv = view.at(0, kh);
-        const float* keys = keys_for_attention(hv, pre);
+        const store::RowSource& K = cache.keys(0, kh);
+        const int64_t* positions = cache.positions(0, kh);
         const float* self_k = nullptr;
         const float* self_v = nullptr;
-        if (!opt.strict_view && !holds(hv, pos)) {  // dropped at once: still attend to itself
-          std::memcpy(kself.data(), k.data() + kh * D, sizeof(float) * static_cast<size_t>(D));
+        if (!opt.strict_view && !holds(positions, K.rows(), pos)) {  // dropped at once: still
+          std::memcpy(kself.data(), k.data() + kh * D,                 // attend to itself
+                      sizeof(float) * static_cast<size_t>(D));
           if (pre) rope(kself.data(), 1, pos);
           self_k = kself.data();
           self_v = v.data() + kh * D;
         }
-        for (int64_t g = 0; g < G; ++g) {
-          const int64_t h = kh * G + g;
-          attend(q.data() + h * D, keys, hv.values, hv.n, self_k, self_v, att.data() + h * D);
-        }
+        attend_head(K, cache.values(0, kh), positions, pre, q.data() + kh * G * D, self_k, self_v,
+                    att.data() + kh * G * D);
       }
       MutVec(x.data(), dim).noalias() += ConstMat(lw.wo, dim, dim) * ConstVec(att.data(), dim);
       rmsnorm(xb.data(), x.data(), lw.rms_ffn, dim);
@@ -234,7 +274,7 @@ struct Engine::Impl {
                           dim)
                      .transpose();
     Tensor qT(1, Hq, S, D), kT(1, Hkv, S, D), vT(1, Hkv, S, D);
-    RowMatF Kall, Vall, P;
+    RowMatF Qk, Kblk, P;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const LayerWeights& lw = w[static_cast<size_t>(l)];
       const bool pre = pre_rope[static_cast<size_t>(l)];
@@ -248,22 +288,32 @@ struct Engine::Impl {
         rope(Kr.row(s).data(), Hkv, pos0 + s);
       }
       KVCache& cache = *caches[static_cast<size_t>(l)];
-      const KVView& view = cache.view();  // what was kept before this chunk
+      int64_t qblock = 32;
+      const bool round_q = cache.quantizes_queries(&qblock);
+      Qk = Q;  // the queries K is multiplied with (rounded to q8_0 when the cache asks)
+      if (round_q)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t h = 0; h < Hq; ++h)
+            round_query_q8(Qk.row(s).data() + h * D, Qk.row(s).data() + h * D, qblock);
+      // What was kept before this chunk is read block by block; the chunk's own rows follow.
       for (int64_t kh = 0; kh < Hkv; ++kh) {
-        HeadView hv;
-        if (!view.heads.empty()) hv = view.at(0, kh);
-        const int64_t n_old = hv.n, n = hv.n + S;
-        Kall.resize(n, D);
-        Vall.resize(n, D);
-        if (n_old > 0) {
-          Kall.topRows(n_old) = ConstMat(keys_for_attention(hv, pre), n_old, D);
-          Vall.topRows(n_old) = ConstMat(hv.values, n_old, D);
-        }
-        Kall.bottomRows(S) = Kr.middleCols(kh * D, D);
-        Vall.bottomRows(S) = Vv.middleCols(kh * D, D);
+        const bool any = cache.batch() > 0;
+        const store::RowSource* Ko = any ? &cache.keys(0, kh) : nullptr;
+        const store::RowSource* Vo = any ? &cache.values(0, kh) : nullptr;
+        const int64_t* po = any ? cache.positions(0, kh) : nullptr;
+        const int64_t n_old = any ? Ko->rows() : 0, n = n_old + S;
+        const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n_old, 1));
+        Kblk.resize(blk, D);
         for (int64_t g = 0; g < G; ++g) {
           const int64_t h = kh * G + g;
-          P.noalias() = Q.middleCols(h * D, D) * Kall.transpose();
+          P.resize(S, n);
+          for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
+            const int64_t cnt = std::min(store::kReadBlock, n_old - first);
+            read_keys(*Ko, po, pre, first, cnt, Kblk.data());
+            P.middleCols(first, cnt).noalias() =
+                Qk.middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
+          }
+          P.rightCols(S).noalias() = Qk.middleCols(h * D, D) * Kr.middleCols(kh * D, D).transpose();
           P *= scale;
           for (int64_t s = 0; s < S; ++s) {  // causal: chunk token s sees old rows + chunk 0..s
             const int64_t valid = n_old + s + 1;
@@ -273,7 +323,13 @@ struct Engine::Impl {
             row /= row.sum();
             P.row(s).tail(n - valid).setZero();
           }
-          A.middleCols(h * D, D).noalias() = P * Vall;
+          auto Ah = A.middleCols(h * D, D);
+          Ah.noalias() = P.rightCols(S) * Vv.middleCols(kh * D, D);
+          for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
+            const int64_t cnt = std::min(store::kReadBlock, n_old - first);
+            Vo->read(first, cnt, Kblk.data());
+            Ah.noalias() += P.middleCols(first, cnt) * Kblk.topRows(cnt);
+          }
         }
       }
       const RowMatF& Kstore = pre ? K : Kr;
@@ -349,7 +405,7 @@ void Engine::init(const Model& model, const EngineOptions& opt) {
   m.hb.resize(sz(m.c.hidden_dim));
   m.hb2.resize(sz(m.c.hidden_dim));
   m.logits.resize(sz(m.c.vocab_size));
-  m.scores.resize(sz(m.c.seq_len + 1));
+  m.scores.resize(sz(m.G * (m.c.seq_len + 1)));
   m.kself.resize(sz(m.D));
   m.qt = Tensor(1, m.Hq, 1, m.D);
   m.kt = Tensor(1, m.Hkv, 1, m.D);

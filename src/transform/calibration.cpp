@@ -451,46 +451,33 @@ namespace {
 
 /// The uncompressed cache calibrate_model runs the engine with: keeps every row (fp16-rounded in
 /// the view, as `full` does) and hands each update's rows, as received, to `sink`.
-class CaptureCache final : public KVCache {
+class CaptureCache final : public Fp32RowsCache {
  public:
   using Sink = std::function<void(int64_t layer, int64_t head, int kv, const float* rows,
                                   int64_t n)>;
   CaptureCache(const CacheContext& ctx, bool pre, Sink sink)
-      : KVCache(CacheConfig::parse("full"), ctx), pre_(pre), sink_(std::move(sink)) {}
+      : Fp32RowsCache(CacheConfig::parse("full"), ctx), pre_(pre), sink_(std::move(sink)) {}
   bool wants_pre_rope_keys() const override { return pre_; }
 
  protected:
-  void on_shape_known(int64_t B, int64_t H) override {
-    k_.assign(static_cast<size_t>(B * H), {});
-    v_.assign(static_cast<size_t>(B * H), {});
-  }
   void do_update(const Tensor& keys, const Tensor& values, const Tensor*) override {
     const int64_t B = batch(), H = kv_heads(), D = head_dim(), S = keys.S();
-    for (int64_t t = 0; t < S; ++t) pos_.push_back(offset() + t);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h) {
-        const size_t i = static_cast<size_t>(b * H + h);
+        for (int64_t t = 0; t < S; ++t) pos(b, h).push_back(offset() + t);
         for (int kv = 0; kv < 2; ++kv) {
           const float* src = (kv == 0 ? keys : values).head(b, h);
-          auto& dst = kv == 0 ? k_[i] : v_[i];
+          auto& dst = rows(b, h, kv);
           for (int64_t x = 0; x < S * D; ++x) dst.push_back(round_to_fp16(src[x]));
           sink_(context().layer, h, kv, src, S);
         }
       }
-    for (size_t i = 0; i < k_.size(); ++i) {
-      HeadView& hv = view_.heads[i];
-      hv.keys = k_[i].data();
-      hv.values = v_[i].data();
-      hv.positions = pos_.data();
-      hv.n = static_cast<int64_t>(pos_.size());
-    }
+    publish();
   }
 
  private:
   bool pre_;
   Sink sink_;
-  std::vector<std::vector<float>> k_, v_;
-  std::vector<int64_t> pos_;
 };
 
 }  // namespace

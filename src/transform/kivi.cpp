@@ -44,8 +44,28 @@ class KiviCache final : public KVCache {
   KiviCache(CacheConfig config, CacheContext ctx)
       : KVCache(std::move(config), ctx), s_(this->config()) {}
 
+  const store::RowSource& keys(int64_t b, int64_t h) const override {
+    check_head(b, h);
+    return ksrc_[static_cast<size_t>(b * kv_heads() + h)];
+  }
+  const store::RowSource& values(int64_t b, int64_t h) const override {
+    check_head(b, h);
+    return vsrc_[static_cast<size_t>(b * kv_heads() + h)];
+  }
+  const int64_t* positions(int64_t b, int64_t h) const override {
+    check_head(b, h);
+    return positions_.data();
+  }
+  int64_t kept(int64_t b, int64_t h) const override {
+    return ksrc_.empty() ? 0 : ksrc_[static_cast<size_t>(b * kv_heads() + h)].rows();
+  }
+
   CacheStats stats() const override {
-    CacheStats st = KVCache::stats();
+    CacheStats st;
+    st.tokens_seen = offset();
+    st.tokens_kept = offset();
+    st.full_seq_bytes = static_cast<double>(batch() * kv_heads()) * static_cast<double>(offset()) *
+                        static_cast<double>(head_dim()) * 2.0 * 2.0;
     ByteBreakdown all;
     int64_t fixed = 0;
     for (const Stream& s : streams_) {
@@ -112,12 +132,11 @@ class KiviCache final : public KVCache {
           }
         }
       }
+    ksrc_.clear();
+    vsrc_.clear();
     for (size_t i = 0; i < heads_.size(); ++i) {
-      HeadView& hv = view_.heads[i];
-      hv.keys = heads_[i].k.data();
-      hv.values = heads_[i].v.data();
-      hv.positions = positions_.data();
-      hv.n = n_new;
+      ksrc_.emplace_back(heads_[i].k.data(), n_new, head_dim());
+      vsrc_.emplace_back(heads_[i].v.data(), n_new, head_dim());
     }
   }
 
@@ -135,6 +154,7 @@ class KiviCache final : public KVCache {
   std::vector<Stream> streams_;  // index (b * H + h) * 2 + kv
   std::vector<HeadBuf> heads_;
   std::vector<int64_t> positions_;
+  std::vector<store::Fp32Rows> ksrc_, vsrc_;
 };
 
 /// One section per head: the quantized groups as KIVI chunks of `group` tokens, then (when any

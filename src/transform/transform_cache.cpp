@@ -222,17 +222,20 @@ void TransformCache::encode_rows(Stream& st, int64_t first, int64_t n) {
 void TransformCache::refresh_view() {
   // (KVCache::update advances offset() only after do_update returns, so count the positions.)
   const int64_t rows = static_cast<int64_t>(positions_.size());
+  ksrc_.clear();
+  vsrc_.clear();
   for (size_t i = 0; i < heads_.size(); ++i) {
-    HeadView& hv = view_.heads[i];
-    hv.keys = heads_[i].k.data();
-    hv.values = heads_[i].v.data();
-    hv.positions = positions_.data();
-    hv.n = rows;
+    ksrc_.emplace_back(heads_[i].k.data(), rows, head_dim());
+    vsrc_.emplace_back(heads_[i].v.data(), rows, head_dim());
   }
 }
 
 CacheStats TransformCache::stats() const {
-  CacheStats st = KVCache::stats();  // tokens, fp16 full_seq_bytes
+  CacheStats st;
+  st.tokens_seen = offset();
+  st.tokens_kept = offset();
+  st.full_seq_bytes = static_cast<double>(batch() * kv_heads()) * static_cast<double>(offset()) *
+                      static_cast<double>(head_dim()) * 2.0 * 2.0;
   const double D = static_cast<double>(head_dim());
   ByteBreakdown bd[2];
   int64_t fixed_payload[2] = {0, 0};

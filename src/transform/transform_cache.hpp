@@ -53,6 +53,22 @@ class TransformCache final : public KVCache {
                  StreamCoderFactory factory);
 
   bool wants_pre_rope_keys() const override { return settings_.pre_rope; }
+  const store::RowSource& keys(int64_t b, int64_t h) const override {
+    check_head(b, h);
+    return ksrc_[static_cast<size_t>(b * kv_heads() + h)];
+  }
+  const store::RowSource& values(int64_t b, int64_t h) const override {
+    check_head(b, h);
+    return vsrc_[static_cast<size_t>(b * kv_heads() + h)];
+  }
+  const int64_t* positions(int64_t b, int64_t h) const override {
+    check_head(b, h);
+    return positions_.data();
+  }
+  int64_t kept(int64_t b, int64_t h) const override {
+    return ksrc_.empty() ? 0 : ksrc_[static_cast<size_t>(b * kv_heads() + h)].rows();
+  }
+
 
   /// Byte accounting: kept_bytes is the realized total (stored sections + raw window at fp16).
   /// extra: kvtc_bytes, pre_entropy_bytes, entropy_coding_gain, full_seq_bytes,
@@ -108,6 +124,7 @@ class TransformCache final : public KVCache {
   std::vector<HeadBuf> heads_;          // index b * H + h
   std::vector<int64_t> positions_;      // 0..n-1, shared by every head
   std::vector<float> decoded_;          // scratch [chunk, W]
+  std::vector<store::Fp32Rows> ksrc_, vsrc_;
 };
 
 }  // namespace vq::transform

@@ -21,10 +21,10 @@
 namespace {
 
 // Keeps every token (so the run is the full-cache run) and records what each step handed it.
-class RecordingCache final : public vq::KVCache {
+class RecordingCache final : public vq::Fp32RowsCache {
  public:
   RecordingCache(int64_t D, int64_t layer, int64_t n_layers)
-      : KVCache(vq::CacheConfig::parse("full"), vq::CacheContext{D, layer, n_layers, 0}) {}
+      : Fp32RowsCache(vq::CacheConfig::parse("full"), vq::CacheContext{D, layer, n_layers, 0, {}}) {}
 
   struct Step {
     vq::Tensor k, v, q;
@@ -32,29 +32,17 @@ class RecordingCache final : public vq::KVCache {
   std::vector<Step> steps;
 
  protected:
-  void on_shape_known(int64_t B, int64_t H) override {
-    K_.resize(static_cast<size_t>(B * H));
-    V_.resize(K_.size());
-    P_.resize(K_.size());
-  }
   void do_update(const vq::Tensor& k, const vq::Tensor& v, const vq::Tensor* q) override {
     steps.push_back(Step{k, v, q ? *q : vq::Tensor()});
     const int64_t D = head_dim();
-    for (int64_t h = 0; h < k.H(); ++h) {
-      const auto i = static_cast<size_t>(h);
+    for (int64_t h = 0; h < k.H(); ++h)
       for (int64_t s = 0; s < k.S(); ++s) {
-        K_[i].insert(K_[i].end(), k.row(0, h, s), k.row(0, h, s) + D);
-        V_[i].insert(V_[i].end(), v.row(0, h, s), v.row(0, h, s) + D);
-        P_[i].push_back(offset() + s);
+        rows(0, h, 0).insert(rows(0, h, 0).end(), k.row(0, h, s), k.row(0, h, s) + D);
+        rows(0, h, 1).insert(rows(0, h, 1).end(), v.row(0, h, s), v.row(0, h, s) + D);
+        pos(0, h).push_back(offset() + s);
       }
-      view_.heads[i] = vq::HeadView{K_[i].data(), V_[i].data(), P_[i].data(),
-                                    static_cast<int64_t>(P_[i].size())};
-    }
+    publish();
   }
-
- private:
-  std::vector<std::vector<float>> K_, V_;
-  std::vector<std::vector<int64_t>> P_;
 };
 
 struct RealStream {

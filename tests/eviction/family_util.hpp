@@ -15,8 +15,8 @@ namespace famtest {
 
 /// Kept positions of head (b, h), ascending.
 inline std::vector<int64_t> kept(const vq::KVCache& c, int64_t b = 0, int64_t h = 0) {
-  const vq::HeadView& hv = c.view().at(b, h);
-  std::vector<int64_t> p(hv.positions, hv.positions + hv.n);
+  const int64_t* pos = c.positions(b, h);
+  std::vector<int64_t> p(pos, pos + c.kept(b, h));
   std::sort(p.begin(), p.end());
   return p;
 }

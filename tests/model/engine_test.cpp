@@ -19,13 +19,28 @@ namespace {
 class TestFullCache final : public vq::KVCache {
  public:
   TestFullCache(int64_t D, int64_t layer, int64_t n_layers, bool pre_rope)
-      : KVCache(vq::CacheConfig::parse("full"), vq::CacheContext{D, layer, n_layers, 0}),
+      : KVCache(vq::CacheConfig::parse("full"), vq::CacheContext{D, layer, n_layers, 0, {}}),
         pre_rope_(pre_rope) {}
   bool wants_pre_rope_keys() const override { return pre_rope_; }
 
   std::vector<std::vector<float>> K, V;     // per head, [n, D]
   std::vector<std::vector<int64_t>> P;      // per head
   std::vector<std::vector<float>> queries;  // one [Hq * D] row per token (batch 0)
+  std::vector<vq::store::Fp32Rows> ks, vs;
+
+  const vq::store::RowSource& keys(int64_t b, int64_t h) const override {
+    return ks[static_cast<size_t>(b * kv_heads() + h)];
+  }
+  const vq::store::RowSource& values(int64_t b, int64_t h) const override {
+    return vs[static_cast<size_t>(b * kv_heads() + h)];
+  }
+  const int64_t* positions(int64_t b, int64_t h) const override {
+    return P[static_cast<size_t>(b * kv_heads() + h)].data();
+  }
+  int64_t kept(int64_t b, int64_t h) const override {
+    return P.empty() ? 0 : static_cast<int64_t>(P[static_cast<size_t>(b * kv_heads() + h)].size());
+  }
+  vq::CacheStats stats() const override { return {}; }
 
  protected:
   void on_shape_known(int64_t B, int64_t H) override {
@@ -43,9 +58,13 @@ class TestFullCache final : public vq::KVCache {
           V[i].insert(V[i].end(), v.row(b, h, s), v.row(b, h, s) + D);
           P[i].push_back(offset() + s);
         }
-        view_.heads[i] =
-            vq::HeadView{K[i].data(), V[i].data(), P[i].data(), static_cast<int64_t>(P[i].size())};
       }
+    ks.clear();
+    vs.clear();
+    for (size_t i = 0; i < P.size(); ++i) {
+      ks.emplace_back(K[i].data(), static_cast<int64_t>(P[i].size()), head_dim());
+      vs.emplace_back(V[i].data(), static_cast<int64_t>(P[i].size()), head_dim());
+    }
     if (q)
       for (int64_t s = 0; s < q->S(); ++s) {
         std::vector<float> row;
@@ -219,8 +238,8 @@ TEST(Engine, EveryEvictionMethodRespectsItsBudgetDuringGeneration) {
       vq::Engine e(m, cfg, eo);
       auto check = [&](const char* when) {
         for (int64_t l = 0; l < e.n_layers(); ++l)
-          for (const auto& hv : e.cache(l).view().heads)
-            ASSERT_LE(hv.n, budget) << info.id << " layer " << l << " after " << when
+          for (int64_t h = 0; h < e.cache(l).kv_heads(); ++h)
+            ASSERT_LE(e.cache(l).kept(0, h), budget) << info.id << " layer " << l << " after " << when
                                     << " at position " << e.position();
       };
       const auto prompt = vqtest::some_tokens(20, m.config().vocab_size, 9);

@@ -1,0 +1,403 @@
+#include "store/head_store.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "veloxquant/errors.hpp"
+
+namespace vq::store {
+
+namespace {
+
+template <typename T>
+int64_t cap_bytes(const std::vector<T>& v) {
+  return static_cast<int64_t>(v.capacity() * sizeof(T));
+}
+
+/// Grow to n elements with geometric capacity (amortized O(1) appends, capacity <= 2x size).
+template <typename T>
+void grow_to(std::vector<T>& v, size_t n) {
+  if (n > v.capacity()) v.reserve(std::max(n, v.capacity() + v.capacity() / 2 + 8));
+  v.resize(n);
+}
+
+/// Release capacity once less than half of it is used (memory follows the rows held).
+template <typename T>
+void maybe_shrink(std::vector<T>& v) {
+  if (v.capacity() > 64 && v.size() < v.capacity() / 2) v.shrink_to_fit();
+}
+
+}  // namespace
+
+StoreBytes& StoreBytes::operator+=(const StoreBytes& o) {
+  content += o.content;
+  params += o.params;
+  index += o.index;
+  scratch += o.scratch;
+  stored += o.stored;
+  external += o.external;
+  window_rows += o.window_rows;
+  encoded_rows += o.encoded_rows;
+  chunks += o.chunks;
+  return *this;
+}
+
+class HeadStore::Source final : public RowSource {
+ public:
+  Source(const HeadStore* s, int kv) : s_(s), kv_(kv) {}
+  int64_t rows() const override { return s_->size(); }
+  int64_t dim() const override { return s_->D_; }
+  void read(int64_t first, int64_t n, float* out) const override { s_->read(kv_, first, n, out); }
+  void rebind(const HeadStore* s) { s_ = s; }
+
+ private:
+  const HeadStore* s_;
+  int kv_;
+};
+
+const RowSource& HeadStore::keys() const { return *src_[0]; }
+const RowSource& HeadStore::values() const { return *src_[1]; }
+
+HeadStore::HeadStore(std::unique_ptr<RowCodec> k, std::unique_ptr<RowCodec> v) {
+  VQ_CHECK(k && v, InvalidArgument, "HeadStore: a codec is missing");
+  VQ_CHECK(k->dim() == v->dim() && k->dim() >= 1, InvalidArgument, "HeadStore: key codec dim ",
+           k->dim(), " and value codec dim ", v->dim(), " must be equal and >= 1");
+  VQ_CHECK(k->chunk_rows() == v->chunk_rows() && k->recent_rows() == v->recent_rows() &&
+               k->sink_rows() == v->sink_rows() && k->fit_rows() == v->fit_rows(),
+           InvalidArgument, "HeadStore: key and value codecs disagree on chunking (chunk ",
+           k->chunk_rows(), "/", v->chunk_rows(), ", recent ", k->recent_rows(), "/",
+           v->recent_rows(), ", sink ", k->sink_rows(), "/", v->sink_rows(), ", fit ",
+           k->fit_rows(), "/", v->fit_rows(), ")");
+  D_ = k->dim();
+  codec_[0] = std::move(k);
+  codec_[1] = std::move(v);
+  src_[0] = std::make_unique<Source>(this, 0);
+  src_[1] = std::make_unique<Source>(this, 1);
+}
+
+HeadStore::HeadStore(HeadStore&& o) noexcept { *this = std::move(o); }
+
+HeadStore& HeadStore::operator=(HeadStore&& o) noexcept {
+  if (this == &o) return *this;
+  D_ = o.D_;
+  for (int kv = 0; kv < 2; ++kv) {
+    codec_[kv] = std::move(o.codec_[kv]);
+    src_[kv] = std::move(o.src_[kv]);
+    if (src_[kv]) src_[kv]->rebind(this);
+    pool_[kv] = std::move(o.pool_[kv]);
+    stage_[kv] = std::move(o.stage_[kv]);
+  }
+  pos_ = std::move(o.pos_);
+  loc_ = std::move(o.loc_);
+  pool_owner_ = std::move(o.pool_owner_);
+  chunks_ = std::move(o.chunks_);
+  free_chunks_ = std::move(o.free_chunks_);
+  stage_ok_ = std::move(o.stage_ok_);
+  stage_pos0_ = o.stage_pos0_;
+  generation_ = o.generation_;
+  stage_n_ = o.stage_n_;
+  return *this;
+}
+
+HeadStore::~HeadStore() = default;
+HeadStore::HeadStore() = default;
+
+int64_t HeadStore::append(const float* k, const float* v, int64_t pos) {
+  const int64_t slot = size();
+  VQ_CHECK(slot < INT32_MAX, InvalidArgument, "HeadStore: ", slot,
+           " tokens held in one head reach the limit of 2^31 - 1");
+  const int64_t prow = static_cast<int64_t>(pool_owner_.size());
+  pos_.push_back(pos);
+  loc_.push_back(Loc{-1, static_cast<int32_t>(prow)});
+  pool_owner_.push_back(static_cast<int32_t>(slot));
+  const float* src[2] = {k, v};
+  for (int kv = 0; kv < 2; ++kv) {
+    const int64_t rb = pool_row_bytes(kv);
+    grow_to(pool_[kv], static_cast<size_t>((prow + 1) * rb));
+    uint8_t* dst = pool_[kv].data() + prow * rb;
+    if (chunked())
+      fp32_to_fp16_n(src[kv], reinterpret_cast<uint16_t*>(dst), D_);
+    else
+      codec_[kv]->encode(src[kv], 1, nullptr, dst);
+  }
+  if (chunked()) {  // keep the fp32 input until settle() so that chunks encode the exact rows
+    if (stage_n_ == 0) stage_pos0_ = pos;
+    const int64_t i = pos - stage_pos0_;
+    if (i >= 0 && i < (int64_t{1} << 20)) {
+      if (i >= stage_n_) {
+        stage_n_ = i + 1;
+        grow_to(stage_ok_, static_cast<size_t>(stage_n_));
+        for (int kv = 0; kv < 2; ++kv) grow_to(stage_[kv], static_cast<size_t>(stage_n_ * D_));
+      }
+      stage_ok_[static_cast<size_t>(i)] = 1;
+      for (int kv = 0; kv < 2; ++kv)
+        std::memcpy(stage_[kv].data() + i * D_, src[kv], sizeof(float) * static_cast<size_t>(D_));
+    }
+  }
+  return slot;
+}
+
+void HeadStore::drop_pool_row(int32_t row) {
+  const int32_t last = static_cast<int32_t>(pool_owner_.size()) - 1;
+  if (row != last) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const int64_t rb = pool_row_bytes(kv);
+      std::memcpy(pool_[kv].data() + row * rb, pool_[kv].data() + last * rb,
+                  static_cast<size_t>(rb));
+    }
+    const int32_t moved = pool_owner_[static_cast<size_t>(last)];
+    pool_owner_[static_cast<size_t>(row)] = moved;
+    loc_[static_cast<size_t>(moved)].row = row;
+  }
+  pool_owner_.pop_back();
+  for (int kv = 0; kv < 2; ++kv) {
+    pool_[kv].resize(pool_owner_.size() * static_cast<size_t>(pool_row_bytes(kv)));
+    maybe_shrink(pool_[kv]);
+  }
+  maybe_shrink(pool_owner_);
+}
+
+void HeadStore::drop_chunk_row(int32_t c, int32_t row) {
+  Chunk& ch = chunks_[static_cast<size_t>(c)];
+  const int32_t last = static_cast<int32_t>(ch.n) - 1;
+  if (row != last) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const int64_t rb = codec_[kv]->row_bytes();
+      std::memcpy(ch.codes[kv].data() + row * rb, ch.codes[kv].data() + last * rb,
+                  static_cast<size_t>(rb));
+    }
+    const int32_t moved = ch.owner[static_cast<size_t>(last)];
+    ch.owner[static_cast<size_t>(row)] = moved;
+    loc_[static_cast<size_t>(moved)].row = row;
+  }
+  ch.owner.pop_back();
+  --ch.n;
+  if (ch.n == 0) {
+    ch = Chunk{};  // releases every buffer of the chunk
+    free_chunks_.push_back(c);
+    return;
+  }
+  for (int kv = 0; kv < 2; ++kv) {
+    ch.codes[kv].resize(static_cast<size_t>(ch.n * codec_[kv]->row_bytes()));
+    maybe_shrink(ch.codes[kv]);
+  }
+}
+
+void HeadStore::remove(int64_t slot) {
+  VQ_CHECK(slot >= 0 && slot < size(), InvalidArgument, "HeadStore::remove: slot ", slot,
+           " is outside [0, ", size(), ")");
+  const Loc l = loc_[static_cast<size_t>(slot)];
+  if (l.chunk < 0)
+    drop_pool_row(l.row);
+  else
+    drop_chunk_row(l.chunk, l.row);
+  const int64_t last = size() - 1;
+  if (slot != last) {
+    const Loc ml = loc_[static_cast<size_t>(last)];
+    pos_[static_cast<size_t>(slot)] = pos_[static_cast<size_t>(last)];
+    loc_[static_cast<size_t>(slot)] = ml;
+    if (ml.chunk < 0)
+      pool_owner_[static_cast<size_t>(ml.row)] = static_cast<int32_t>(slot);
+    else
+      chunks_[static_cast<size_t>(ml.chunk)].owner[static_cast<size_t>(ml.row)] =
+          static_cast<int32_t>(slot);
+  }
+  pos_.pop_back();
+  loc_.pop_back();
+  maybe_shrink(pos_);
+  maybe_shrink(loc_);
+}
+
+void HeadStore::gather(int kv, const std::vector<int32_t>& rows, std::vector<float>& buf) const {
+  buf.resize(rows.size() * static_cast<size_t>(D_));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int32_t r = rows[i];
+    const int64_t p = pos_[static_cast<size_t>(pool_owner_[static_cast<size_t>(r)])];
+    const int64_t si = p - stage_pos0_;
+    float* dst = buf.data() + static_cast<int64_t>(i) * D_;
+    if (stage_n_ > 0 && si >= 0 && si < stage_n_ && stage_ok_[static_cast<size_t>(si)]) {
+      std::memcpy(dst, stage_[kv].data() + si * D_, sizeof(float) * static_cast<size_t>(D_));
+    } else {
+      fp16_to_fp32_n(reinterpret_cast<const uint16_t*>(pool_[kv].data() + r * 2 * D_), dst, D_);
+    }
+  }
+}
+
+void HeadStore::remove_pool_rows(std::vector<int32_t> rows) {
+  // Highest pool row first, so that the rows still to remove never move.
+  std::sort(rows.begin(), rows.end(), std::greater<>());
+  for (int32_t r : rows) drop_pool_row(r);
+}
+
+void HeadStore::encode_chunk(const std::vector<int32_t>& rows) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  int32_t c;
+  if (!free_chunks_.empty()) {
+    c = free_chunks_.back();
+    free_chunks_.pop_back();
+  } else {
+    c = static_cast<int32_t>(chunks_.size());
+    chunks_.emplace_back();
+  }
+  Chunk& ch = chunks_[static_cast<size_t>(c)];
+  std::vector<float> buf;
+  for (int kv = 0; kv < 2; ++kv) {
+    gather(kv, rows, buf);
+    RowCodec& cd = *codec_[kv];
+    ch.params[kv].assign(static_cast<size_t>(cd.chunk_param_bytes(n)), 0);
+    ch.codes[kv].assign(static_cast<size_t>(n * cd.row_bytes()), 0);
+    cd.encode(buf.data(), n, ch.params[kv].empty() ? nullptr : ch.params[kv].data(),
+              ch.codes[kv].data());
+  }
+  ch.n = n;
+  ch.owner.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t slot = pool_owner_[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+    ch.owner[static_cast<size_t>(i)] = slot;
+  }
+  // The slots now live in the chunk; then their window rows go.
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t slot = ch.owner[static_cast<size_t>(i)];
+    loc_[static_cast<size_t>(slot)] = Loc{c, static_cast<int32_t>(i)};
+  }
+  std::vector<int32_t> sorted_rows = rows;
+  std::sort(sorted_rows.begin(), sorted_rows.end(), std::greater<>());
+  for (int32_t r : sorted_rows) {
+    // drop_pool_row updates the location of the row it moves, which is still a window row
+    // (rows being removed are taken highest first, so a moved row is never one of them).
+    const int32_t last = static_cast<int32_t>(pool_owner_.size()) - 1;
+    if (r != last) {
+      for (int kv = 0; kv < 2; ++kv) {
+        const int64_t rb = 2 * D_;
+        std::memcpy(pool_[kv].data() + r * rb, pool_[kv].data() + last * rb,
+                    static_cast<size_t>(rb));
+      }
+      const int32_t moved = pool_owner_[static_cast<size_t>(last)];
+      pool_owner_[static_cast<size_t>(r)] = moved;
+      loc_[static_cast<size_t>(moved)].row = r;
+    }
+    pool_owner_.pop_back();
+  }
+  for (int kv = 0; kv < 2; ++kv) {
+    pool_[kv].resize(pool_owner_.size() * static_cast<size_t>(2 * D_));
+    maybe_shrink(pool_[kv]);
+  }
+  maybe_shrink(pool_owner_);
+}
+
+void HeadStore::settle() {
+  if (!chunked()) return;
+  const RowCodec& k = *codec_[0];
+  const int64_t chunk = k.chunk_rows(), keep = k.recent_rows(), sink = k.sink_rows();
+  // Window rows that may be encoded (not sinks), oldest first.
+  std::vector<int32_t> cand;
+  for (size_t r = 0; r < pool_owner_.size(); ++r)
+    if (pos_[static_cast<size_t>(pool_owner_[r])] >= sink) cand.push_back(static_cast<int32_t>(r));
+  std::sort(cand.begin(), cand.end(), [&](int32_t a, int32_t b) {
+    return pos_[static_cast<size_t>(pool_owner_[static_cast<size_t>(a)])] <
+           pos_[static_cast<size_t>(pool_owner_[static_cast<size_t>(b)])];
+  });
+  int64_t n = static_cast<int64_t>(cand.size());
+  std::vector<std::vector<int32_t>> plan;  // chunks to form, each a list of window rows
+  int64_t used = 0;
+  if (!codec_[0]->fitted() || !codec_[1]->fitted()) {
+    if (n >= k.fit_rows() && n > 0) {
+      // Fit on every candidate row, then encode them at once in even chunks, except the
+      // recent_rows() newest.
+      std::vector<float> buf;
+      for (int kv = 0; kv < 2; ++kv) {
+        gather(kv, cand, buf);
+        codec_[kv]->fit(buf.data(), n);
+      }
+      const int64_t total = std::max<int64_t>(0, n - keep);
+      if (total > 0) {
+        const int64_t count = (total + chunk - 1) / chunk;
+        const int64_t base = total / count, extra = total % count;
+        for (int64_t i = 0; i < count; ++i) {
+          const int64_t m = base + (i < extra ? 1 : 0);
+          plan.emplace_back(cand.begin() + used, cand.begin() + used + m);
+          used += m;
+        }
+      }
+    }
+  }
+  if (codec_[0]->fitted() && codec_[1]->fitted()) {
+    while (n - used - chunk >= keep) {
+      plan.emplace_back(cand.begin() + used, cand.begin() + used + chunk);
+      used += chunk;
+    }
+  }
+  // Encoding a chunk moves window rows: translate each later plan's rows through the slots.
+  std::vector<std::vector<int32_t>> plan_slots(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i)
+    for (int32_t r : plan[i]) plan_slots[i].push_back(pool_owner_[static_cast<size_t>(r)]);
+  if (!plan.empty()) ++generation_;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    std::vector<int32_t> rows;
+    for (int32_t s : plan_slots[i]) rows.push_back(loc_[static_cast<size_t>(s)].row);
+    encode_chunk(rows);
+  }
+  // The staged input has served its purpose.
+  stage_n_ = 0;
+  std::fill(stage_ok_.begin(), stage_ok_.end(), 0);
+}
+
+void HeadStore::read(int kv, int64_t first, int64_t n, float* out) const {
+  VQ_CHECK(first >= 0 && n >= 0 && first + n <= size(), InvalidArgument, "HeadStore::read: rows [",
+           first, ", ", first + n, ") are outside [0, ", size(), ")");
+  const RowCodec& cd = *codec_[kv];
+  if (!chunked()) {  // pool row i is slot i
+    cd.decode(nullptr, pool_[kv].data() + first * cd.row_bytes(), n, out);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const Loc l = loc_[static_cast<size_t>(first + i)];
+    float* dst = out + i * D_;
+    if (l.chunk < 0) {
+      fp16_to_fp32_n(reinterpret_cast<const uint16_t*>(pool_[kv].data() + l.row * 2 * D_), dst, D_);
+    } else {
+      const Chunk& ch = chunks_[static_cast<size_t>(l.chunk)];
+      cd.decode(ch.params[kv].empty() ? nullptr : ch.params[kv].data(),
+                ch.codes[kv].data() + l.row * cd.row_bytes(), 1, dst);
+    }
+  }
+}
+
+StoreBytes HeadStore::bytes() const {
+  StoreBytes b;
+  if (!codec_[0]) return b;
+  for (int kv = 0; kv < 2; ++kv) {
+    b.content += cap_bytes(pool_[kv]);
+    b.params += codec_[kv]->state_bytes();
+    b.scratch += cap_bytes(stage_[kv]);
+    b.external += codec_[kv]->external_bytes();
+    b.stored += codec_[kv]->stored_header_bytes();
+  }
+  b.scratch += cap_bytes(stage_ok_);
+  b.index += cap_bytes(pos_) + cap_bytes(loc_) + cap_bytes(pool_owner_) + cap_bytes(free_chunks_) +
+             static_cast<int64_t>(chunks_.capacity() * sizeof(Chunk));
+  const int64_t window = static_cast<int64_t>(pool_owner_.size());
+  if (chunked()) {
+    b.window_rows = window;
+    b.stored += window * 2 * 2 * D_;
+  } else {
+    b.encoded_rows = window;
+    b.stored += cap_bytes(pool_[0]) + cap_bytes(pool_[1]);
+  }
+  for (const Chunk& ch : chunks_) {
+    if (ch.n == 0) continue;
+    ++b.chunks;
+    b.encoded_rows += ch.n;
+    b.index += cap_bytes(ch.owner);
+    for (int kv = 0; kv < 2; ++kv) {
+      b.content += cap_bytes(ch.codes[kv]);
+      b.params += cap_bytes(ch.params[kv]);
+      b.stored += codec_[kv]->stored_chunk_bytes(
+          ch.params[kv].empty() ? nullptr : ch.params[kv].data(), ch.codes[kv].data(), ch.n);
+    }
+  }
+  return b;
+}
+
+}  // namespace vq::store

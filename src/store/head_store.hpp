@@ -1,0 +1,112 @@
+// HeadStore: the kept tokens of one KV head, keys and values, in their resident form only.
+//
+// Slots 0..size()-1 are the tokens held, in the order the owner (an eviction policy) keeps them:
+// append() adds slot size(), remove(slot) moves the last slot into `slot`. Each slot's keys and
+// values live in one of two places:
+//   - the pool: for a row-wise codec, every row, encoded (pool row i is slot i); for a chunked
+//     codec, the open window of rows not yet encoded, at fp16;
+//   - a chunk: rows encoded together by a chunked codec, with the chunk's parameters.
+// Nothing else that grows with the tokens is kept: the store reads rows through the codec into
+// the caller's buffer, and bytes() adds up the capacities of the buffers it owns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "store/row_codec.hpp"
+#include "veloxquant/row_source.hpp"
+
+namespace vq::store {
+
+/// Resident bytes by kind, from buffer capacities.
+struct StoreBytes {
+  int64_t content = 0;  ///< K/V codes: encoded rows and the fp16 open window
+  int64_t params = 0;   ///< chunk parameters and the codecs' own state (a fitted basis)
+  int64_t index = 0;    ///< per-slot bookkeeping: positions, locations, chunk membership
+  int64_t scratch = 0;  ///< transient buffers kept for reuse (fp32 input staged for encoding)
+  int64_t stored = 0;   ///< the same rows in storage form (entropy coded), for reporting
+  int64_t external = 0; ///< shared model bytes the codecs read but do not own (not resident here)
+  int64_t window_rows = 0;   ///< rows in the fp16 open window (chunked codecs)
+  int64_t encoded_rows = 0;  ///< rows in chunks (chunked) or in codec form (row-wise)
+  int64_t chunks = 0;        ///< live chunks
+  StoreBytes& operator+=(const StoreBytes& o);
+  int64_t resident() const { return content + params + index + scratch; }
+};
+
+class HeadStore {
+ public:
+  HeadStore();
+  /// K and V codecs of one head; their chunk geometry must agree (throws InvalidArgument).
+  HeadStore(std::unique_ptr<RowCodec> k, std::unique_ptr<RowCodec> v);
+  HeadStore(HeadStore&&) noexcept;
+  HeadStore& operator=(HeadStore&&) noexcept;
+  ~HeadStore();
+
+  int64_t size() const { return static_cast<int64_t>(pos_.size()); }
+  int64_t dim() const { return D_; }
+  const int64_t* positions() const { return pos_.data(); }
+  int64_t position(int64_t slot) const { return pos_[static_cast<size_t>(slot)]; }
+
+  /// Adds a token (keys k[D], values v[D], absolute position pos) as slot size(). Row-wise codecs
+  /// encode it now; chunked codecs keep it in the window until settle() encodes it.
+  int64_t append(const float* k, const float* v, int64_t pos);
+  /// Drops the token in `slot`: the last slot takes its index; its bytes are released (the pool
+  /// row is reused, a chunk that loses its last row is freed).
+  void remove(int64_t slot);
+  /// Forms the chunks the codecs' rules allow (fit, then chunks of chunk_rows() oldest window
+  /// rows while recent_rows() stay). Rows appended since the last settle() are encoded from
+  /// their fp32 input, older window rows from their fp16 form.
+  void settle();
+
+  /// Decodes slots [first, first + n) of keys (kv = 0) or values (kv = 1) into out [n, D].
+  void read(int kv, int64_t first, int64_t n, float* out) const;
+  /// The keys / values as RowSources (valid while this store lives; they follow its size).
+  const RowSource& keys() const;
+  const RowSource& values() const;
+  const RowCodec& codec(int kv) const { return *codec_[kv]; }
+
+  StoreBytes bytes() const;
+  /// Incremented whenever rows change their decoded values (a chunk of the window is encoded),
+  /// so that readers caching something per row know to refresh it.
+  int64_t generation() const { return generation_; }
+
+ private:
+  struct Loc {
+    int32_t chunk = -1;  // -1: the pool
+    int32_t row = 0;
+  };
+  struct Chunk {
+    std::vector<uint8_t> params[2], codes[2];
+    std::vector<int32_t> owner;  // slot of each row
+    int64_t n = 0;
+  };
+  class Source;
+
+  bool chunked() const { return codec_[0]->chunk_rows() > 0; }
+  int64_t pool_row_bytes(int kv) const { return chunked() ? 2 * D_ : codec_[kv]->row_bytes(); }
+  void drop_pool_row(int32_t row);
+  void drop_chunk_row(int32_t c, int32_t row);
+  /// Encodes the window rows listed in `rows` (pool row indices, position order) as one chunk.
+  void encode_chunk(const std::vector<int32_t>& rows);
+  /// fp32 rows of pool rows into buf [rows.size(), D]: staged input if present, else fp16 decode.
+  void gather(int kv, const std::vector<int32_t>& rows, std::vector<float>& buf) const;
+  void remove_pool_rows(std::vector<int32_t> rows);
+
+  int64_t D_ = 0;
+  std::unique_ptr<RowCodec> codec_[2];
+  std::unique_ptr<Source> src_[2];
+  std::vector<int64_t> pos_;      // [slot]
+  std::vector<Loc> loc_;          // [slot]
+  std::vector<uint8_t> pool_[2];  // [pool row, pool_row_bytes]
+  std::vector<int32_t> pool_owner_;
+  std::vector<Chunk> chunks_;
+  std::vector<int32_t> free_chunks_;
+  // fp32 input of the rows appended since the last settle(), by position (transient)
+  std::vector<float> stage_[2];
+  std::vector<uint8_t> stage_ok_;
+  int64_t stage_pos0_ = 0, stage_n_ = 0;
+  int64_t generation_ = 0;
+};
+
+}  // namespace vq::store
