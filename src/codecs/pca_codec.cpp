@@ -250,6 +250,7 @@ std::unique_ptr<store::RowCodec> make_kvtc_row_codec(const CacheConfig& c,
              cal->head_dim, " but the cache's head_dim is ", D);
     VQ_CHECK(s.layer >= 0 && s.layer < cal->n_layers, InvalidArgument, "kvtc: layer ", s.layer,
              " is outside the calibration '", path, "' (n_layers = ", cal->n_layers, ")");
+    // n_heads = 0: a probe that does not know the head count yet (e.g. asking wants_pre_rope()).
     VQ_CHECK(s.n_heads == 0 || s.n_heads == cal->n_kv_heads, InvalidArgument, "kvtc: the cache has ", s.n_heads,
              " KV heads but the calibration '", path, "' has n_kv_heads = ", cal->n_kv_heads);
     const RopeMode want = g.pre_rope ? RopeMode::Pre : RopeMode::Post;
