@@ -12,7 +12,9 @@
 #include "veloxquant/errors.hpp"
 #include "veloxquant/gguf.hpp"
 #include "veloxquant/model.hpp"
+#include "veloxquant/safetensors.hpp"
 #include "veloxquant/tensor.hpp"
+#include "veloxquant/tokenizers.hpp"
 
 namespace {
 
@@ -554,6 +556,38 @@ TEST(Gguf, Stories260KMatchesTheLlama2cCheckpoint) {
   // keeps llama2.c's adjacent-pair layout.
   EXPECT_EQ(direct_qk, 2 * c.n_layers);
   EXPECT_FALSE(g.has("output.weight") && !c.shared_classifier);
+}
+
+}  // namespace
+
+namespace {
+
+// The fuzz seeds are written by fuzz/make_format_seeds.py, a second, independent writer (Python,
+// from the format descriptions): our reader must accept them and read back what it wrote.
+TEST(Gguf, PythonWrittenSeedsParse) {
+  const std::string dir = std::string(VQ_SOURCE_DIR) + "/fuzz/corpus/gguf/";
+  const vq::GgufFile g = vq::GgufFile::open(dir + "tensors_v3");
+  EXPECT_EQ(g.version(), 3u);
+  EXPECT_EQ(g.architecture(), "llama");
+  EXPECT_EQ(g.get_int("llama.context_length", 0), 64);
+  EXPECT_EQ(g.get("t.arr").as_int_array("t.arr"), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(g.get("t.i64").as_int("t.i64"), -3);
+  const std::vector<float> w = g.dequantize(g.tensor("w"));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(w[i], 0.5f * i - 1);
+  const std::vector<float> q = g.dequantize(g.tensor("q"));
+  const float d = vq::fp16_to_fp32(vq::fp32_to_fp16(0.01f));
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(q[i], d * static_cast<float>(i));
+  EXPECT_EQ(g.tensor("k4").type, vq::GgmlType::Q4_K);
+  EXPECT_EQ(g.tensor("k6").type, vq::GgmlType::Q6_K);
+  EXPECT_EQ(vq::GgufFile::open(dir + "tensors_v2").version(), 2u);
+  const auto spm = vq::tokenizer_from_gguf(vq::GgufFile::open(dir + "vocab_llama"));
+  EXPECT_EQ(spm->encode("ab", true), (std::vector<int32_t>{1, 7}));
+  const auto bpe = vq::tokenizer_from_gguf(vq::GgufFile::open(dir + "vocab_gpt2"));
+  EXPECT_EQ(bpe->encode("ab a", false), (std::vector<int32_t>{2, 4}));
+  const vq::SafetensorsFile s =
+      vq::SafetensorsFile::open(std::string(VQ_SOURCE_DIR) + "/fuzz/corpus/safetensors/three_dtypes");
+  EXPECT_EQ(s.to_float(*s.find_tensor("b")), (std::vector<float>{1, -2, 0.5f}));
+  EXPECT_EQ(s.to_float(*s.find_tensor("c")), (std::vector<float>{1, -2}));
 }
 
 }  // namespace
