@@ -19,6 +19,9 @@ class BpeTokenizer : public TextTokenizer {
   RegexSplitter splitter;
   bool ignore_merges = false;  ///< a word that is itself a token is emitted whole (llama3)
   bool add_prefix_space = false;
+  /// The tokenizer.json asks for NFC normalization, which is not implemented: only text whose
+  /// NFC form is itself for certain (ASCII) is encoded, anything else is refused.
+  bool nfc_ascii_only = false;
   std::vector<int32_t> always_specials;  ///< matched even with parse_special = false
   std::vector<int32_t> parse_specials;   ///< matched only with parse_special = true
   int32_t bos = -1, eos = -1;

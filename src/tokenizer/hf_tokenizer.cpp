@@ -79,10 +79,12 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   VQ_CHECK(mtype == "BPE", FormatError, path, ": tokenizer model type ", mtype,
            " is not supported (supported: BPE with a ByteLevel pre-tokenizer; for SentencePiece "
            "models use tokenizer.model)");
+  bool nfc = false;
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const std::string nt = j["normalizer"].is_object() ? j["normalizer"].value("type", std::string("?")) : "?";
-    VQ_THROW(FormatError, path, ": normalizer ", nt,
-             " is not supported (only tokenizers without a normalizer are read)");
+    VQ_CHECK(nt == "NFC", FormatError, path, ": normalizer ", nt,
+             " is not supported (supported: none, or NFC for ASCII text only)");
+    nfc = true;
   }
   std::vector<std::string> regexes;
   bool byte_level = false, prefix_space = false;
@@ -153,6 +155,7 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   t->ignore_merges = m.value("ignore_merges", false);
   t->splitter = RegexSplitter(regexes);
   t->add_prefix_space = prefix_space;
+  t->nfc_ascii_only = nfc;
 
   // BOS / EOS.
   const std::filesystem::path cfg = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
@@ -188,7 +191,7 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   if (!eos_text.empty()) t->eos = t->vocab.find(eos_text);
   if (t->bos < 0) t->add_bos = false;
   t->desc = detail::cat("tokenizer.json (byte-level BPE, ", t->vocab.size(), " tokens, ", t->ranks.size(),
-                        " merges, ", regexes.size(), " split regexes)");
+                        " merges, ", regexes.size(), " split regexes", nfc ? ", NFC: ASCII text only" : "", ")");
   return t;
 }
 

@@ -204,9 +204,21 @@ TEST(HfTokenizerJson, UnsupportedPiecesAreRefusedByName) {
   auto meta = base;
   meta["pre_tokenizer"] = {{"type", "Metaspace"}};
   EXPECT_NE(msg(meta).find("pre_tokenizer type Metaspace is not supported"), std::string::npos);
+  auto nfd = base;
+  nfd["normalizer"] = {{"type", "NFD"}};
+  EXPECT_NE(msg(nfd).find("normalizer NFD is not supported"), std::string::npos);
+  // NFC (Qwen2's): ASCII text is encoded (NFC leaves it unchanged), anything else is refused.
   auto nfc = base;
   nfc["normalizer"] = {{"type", "NFC"}};
-  EXPECT_NE(msg(nfc).find("normalizer NFC is not supported"), std::string::npos);
+  EXPECT_EQ(msg(nfc), "<accepted>");
+  const auto t = vq::load_tokenizer((dir / "tokenizer.json").string());
+  EXPECT_EQ(t->encode("aa", false), (std::vector<int32_t>{0, 0}));
+  try {
+    t->encode("a\xC3\xA9", false);
+    ADD_FAILURE() << "accepted";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("byte 0xc3 at offset 1"), std::string::npos) << e.what();
+  }
   auto far = base;
   far["model"]["vocab"]["b"] = 1 << 23;
   EXPECT_NE(msg(far).find("far above"), std::string::npos);
