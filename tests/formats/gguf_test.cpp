@@ -492,10 +492,10 @@ TEST(Gguf, OpenNamesThePathAndMissingFiles) {
 // stories260K.gguf (llama.cpp's converter) against stories260K.bin: every tensor must equal the
 // llama2.c weights. The check tries both the stored layout and llama.cpp's q/k row permutation
 // and reports which one holds, so the layout is measured, not assumed.
-TEST(Gguf, Stories260KMatchesTheLlama2cCheckpoint) {
-  const std::string gpath = vq::locate_model_file("stories260K.gguf");
-  const std::string bpath = vq::locate_model_file("stories260K.bin");
-  if (gpath.empty() || bpath.empty()) GTEST_SKIP() << "stories260K.gguf / .bin not found in ../shared/models";
+void check_gguf_against_bin(const std::string& gname, const std::string& bname) {
+  const std::string gpath = vq::locate_model_file(gname);
+  const std::string bpath = vq::locate_model_file(bname);
+  if (gpath.empty() || bpath.empty()) GTEST_SKIP() << gname << " / " << bname << " not found in ../shared/models";
   const vq::GgufFile g = vq::GgufFile::open(gpath);
   const vq::Model m = vq::Model::load(bpath);
   const vq::ModelConfig& c = m.config();
@@ -550,12 +550,17 @@ TEST(Gguf, Stories260KMatchesTheLlama2cCheckpoint) {
       else ADD_FAILURE() << p << name << " matches neither the .bin rows nor their permutation";
     }
   }
-  std::printf("[stories260K.gguf] q/k tensors equal to the .bin as stored: %d, after permutation: %d\n",
+  std::printf("[%s] q/k tensors equal to the .bin as stored: %d, after permutation: %d\n", gname.c_str(),
               direct_qk, permuted_qk);
   // What the file actually holds: llama.cpp's converter permutes the HF export back, so the GGUF
   // keeps llama2.c's adjacent-pair layout.
   EXPECT_EQ(direct_qk, 2 * c.n_layers);
-  EXPECT_FALSE(g.has("output.weight") && !c.shared_classifier);
+  EXPECT_EQ(g.find_tensor("output.weight") == nullptr, c.shared_classifier);
+}
+
+TEST(Gguf, Stories260KMatchesTheLlama2cCheckpoint) { check_gguf_against_bin("stories260K.gguf", "stories260K.bin"); }
+TEST(Gguf, BabyllamaCharMatchesTheLlama2cCheckpoint) {
+  check_gguf_against_bin("babyllama-char.gguf", "babyllama-char.bin");
 }
 
 }  // namespace

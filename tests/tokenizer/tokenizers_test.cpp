@@ -225,14 +225,16 @@ TEST(HfTokenizerJson, UnsupportedPiecesAreRefusedByName) {
   fs::remove_all(dir);
 }
 
-// The GGUF SPM tokenizer of stories260K.gguf (from tok512) and the llama2.c tokenizer.bin agree.
-TEST(GgufVocab, Stories260KVocabAgreesWithTok512Bin) {
-  const std::string gpath = vq::locate_model_file("stories260K.gguf");
-  const std::string tpath = vq::locate_model_file("tok512.bin");
+// The GGUF SPM tokenizers of stories260K.gguf (from tok512) and babyllama-char.gguf (from
+// tok105.model) agree with the llama2.c tokenizer.bin files of the same vocabularies.
+void check_gguf_vocab_against_bin(const std::string& gguf, const std::string& bin) {
+  const std::string gpath = vq::locate_model_file(gguf);
+  const std::string tpath = vq::locate_model_file(bin);
   const std::string text = vq::locate_model_file("tinystories-val.txt");
-  if (gpath.empty() || tpath.empty() || text.empty()) GTEST_SKIP() << "stories260K.gguf / tok512.bin / tinystories-val.txt not found";
+  if (gpath.empty() || tpath.empty() || text.empty()) GTEST_SKIP() << gguf << " / " << bin << " / tinystories-val.txt not found";
   const auto gt = vq::load_tokenizer(gpath);
   const vq::Tokenizer lt = vq::Tokenizer::load(tpath);
+  EXPECT_EQ(gt->vocab_size(), lt.vocab_size());
   std::istringstream in(slurp(text).substr(0, 20000));
   std::string line;
   int lines = 0;
@@ -242,6 +244,11 @@ TEST(GgufVocab, Stories260KVocabAgreesWithTok512Bin) {
     ++lines;
   }
   EXPECT_GT(lines, 10);
+}
+
+TEST(GgufVocab, Stories260KVocabAgreesWithTok512Bin) { check_gguf_vocab_against_bin("stories260K.gguf", "tok512.bin"); }
+TEST(GgufVocab, BabyllamaCharVocabAgreesWithTok105Bin) {
+  check_gguf_vocab_against_bin("babyllama-char.gguf", "tok105.bin");
 }
 
 // libsentencepiece on tokp2048.model against the same vocabulary as a llama2.c tokenizer.bin.
