@@ -220,6 +220,7 @@ void ggml_dequantize(GgmlType t, const uint8_t* src, float* dst, int64_t n) {
   VQ_CHECK(n >= 0 && n % r.block_values == 0, InvalidArgument, "cannot dequantize ", n, " ",
            r.name, " values: not a multiple of the block size ", r.block_values);
   const int64_t blocks = n / r.block_values;
+  if (n == 0) return;  // nothing to read (and dst may be null)
   switch (t) {
     case GgmlType::F32:
       std::memcpy(dst, src, static_cast<size_t>(n) * 4);

@@ -1,4 +1,5 @@
 // The tokenizer a GGUF file carries in its tokenizer.ggml.* metadata.
+#include <cmath>
 #include <memory>
 
 #include "tokenizer/bpe.hpp"
@@ -70,6 +71,9 @@ std::unique_ptr<TextTokenizer> tokenizer_from_gguf(const GgufFile& g) {
     t->scores = sv.as_float_array("tokenizer.ggml.scores");
     VQ_CHECK(static_cast<int64_t>(t->scores.size()) == n, FormatError, g.path(),
              ": tokenizer.ggml.scores has ", t->scores.size(), " entries for ", n, " tokens");
+    for (int64_t i = 0; i < n; ++i)
+      VQ_CHECK(!std::isnan(t->scores[i]), FormatError, g.path(), ": tokenizer.ggml.scores[", i,
+               "] (token '", t->vocab.text[i], "') is NaN");
     t->bos = optional_id(g, "tokenizer.ggml.bos_token_id", n, n > 1 ? 1 : -1);
     t->eos = optional_id(g, "tokenizer.ggml.eos_token_id", n, n > 2 ? 2 : -1);
     t->unk = optional_id(g, "tokenizer.ggml.unknown_token_id", n, 0);
