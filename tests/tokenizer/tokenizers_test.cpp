@@ -301,3 +301,60 @@ TEST(TokenizeCli, PrintsIdsOnOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// The Llama-3 layout of a tokenizer.json (a Split regex, then ByteLevel without its own regex,
+// ignore_merges) against a GGUF with tokenizer.ggml.pre = llama3 over the same (GPT-2)
+// vocabulary: the two code paths must agree on every golden input string.
+TEST(HfTokenizerJson, SplitThenByteLevelAgreesWithGgufLlama3Pre) {
+  const std::string path = vq::locate_vocab_file("ggml-vocab-gpt-2.gguf");
+  if (path.empty()) GTEST_SKIP() << "ggml-vocab-gpt-2.gguf not found";
+  const vq::GgufFile src = vq::GgufFile::open(path);
+  const auto tokens = src.get("tokenizer.ggml.tokens").as_string_array("t");
+  const auto merges = src.get("tokenizer.ggml.merges").as_string_array("m");
+  vqtest::GgufWriter w;
+  w.kv_string("tokenizer.ggml.model", "gpt2");
+  w.kv_string("tokenizer.ggml.pre", "llama3");
+  w.kv_string_array("tokenizer.ggml.tokens", tokens);
+  w.kv_string_array("tokenizer.ggml.merges", merges);
+  const vqtest::Bytes gb = w.build();
+  const auto gg = vq::tokenizer_from_gguf(vq::GgufFile::parse(vq::MappedFile::from_bytes(gb.data(), gb.size())));
+  const std::string llama3 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  nlohmann::json vocab = nlohmann::json::object();
+  for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
+  nlohmann::json j = {
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"Regex", llama3}}}, {"behavior", "Isolated"}, {"invert", false}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}}},
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", true}}}};
+  const fs::path dir = fs::temp_directory_path() / ("vq_hf_l3_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream f(dir / "tokenizer.json");
+    f << j.dump();
+  }
+  const auto hf = vq::load_tokenizer((dir / "tokenizer.json").string());
+  const std::string inp = slurp(path + ".inp");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  size_t start = 0, n = 0;
+  while (true) {
+    const size_t hit = inp.find(sep, start);
+    if (hit == std::string::npos) break;
+    const std::string s = inp.substr(start, hit - start);
+    EXPECT_EQ(hf->encode(s, false), gg->encode(s, false)) << s;
+    start = hit + sep.size();
+    ++n;
+  }
+  EXPECT_GT(n, 40u);
+  // The llama3 split differs from GPT-2's on digits: "12345" is 123 + 45.
+  EXPECT_NE(gg->encode(" 12345", false), vq::tokenizer_from_gguf(src)->encode(" 12345", false));
+  fs::remove_all(dir);
+}
+
+}  // namespace
