@@ -68,8 +68,10 @@ enum class GgufValueType : uint32_t {
 std::string gguf_value_type_name(uint32_t t);
 
 /// One metadata value. Scalars keep their exact value in `u` (unsigned), `i` (signed) or `f`
-/// (floating) according to their type; BOOL is stored in `u` (0/1); STRING in `str`; ARRAY has
-/// `elem_type` and `arr` (nested arrays are allowed, up to 8 levels deep).
+/// (floating) according to their type; BOOL is stored in `u` (0/1); STRING in `str`. An ARRAY has
+/// `elem_type` and `count`; arrays of strings or of arrays (nested up to 8 levels) hold their
+/// elements in `arr`, arrays of numbers / bools stay in the file (`raw`, valid while the GgufFile
+/// lives) and are decoded by the as_*_array accessors, so a large numeric array costs no memory.
 struct GgufValue {
   GgufValueType type = GgufValueType::UINT8;
   uint64_t u = 0;
@@ -77,7 +79,12 @@ struct GgufValue {
   double f = 0;
   std::string str;
   GgufValueType elem_type = GgufValueType::UINT8;
-  std::vector<GgufValue> arr;
+  uint64_t count = 0;            ///< ARRAY: number of elements
+  std::vector<GgufValue> arr;    ///< ARRAY of STRING / ARRAY
+  const uint8_t* raw = nullptr;  ///< ARRAY of numbers / bools: the packed little-endian elements
+
+  /// Element k of an array (decoded for numeric arrays). InvalidArgument when out of range.
+  GgufValue element(uint64_t k) const;
 
   bool is_integer() const;
   bool is_float() const { return type == GgufValueType::FLOAT32 || type == GgufValueType::FLOAT64; }

@@ -35,6 +35,8 @@ class Cursor {
     pos_ += sizeof(T);
     return v;
   }
+  const uint8_t* here() const { return base_ + pos_; }
+  void skip(uint64_t n) { pos_ += n; }  // callers checked n <= left()
   std::string string(const std::string& what, uint64_t max_len = std::numeric_limits<uint64_t>::max()) {
     const uint64_t n = read<uint64_t>(what + " (length)");
     VQ_CHECK(n <= max_len, FormatError, what, " has length ", n, ", above the limit ", max_len);
@@ -98,8 +100,20 @@ GgufValue read_value(Cursor& c, GgufValueType type, const std::string& key, int 
       VQ_CHECK(n <= c.left() / min_bytes, FormatError, "metadata ", key, ": array of ", n, " ",
                gguf_value_type_name(et), " needs at least ", min_bytes, " bytes each but only ",
                c.left(), " bytes remain");
-      v.arr.reserve(static_cast<size_t>(n));
-      for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem_type, key, depth + 1));
+      v.count = n;
+      if (v.elem_type == GgufValueType::STRING || v.elem_type == GgufValueType::ARRAY) {
+        v.arr.reserve(static_cast<size_t>(n));
+        for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem_type, key, depth + 1));
+      } else {
+        // Fixed-size elements: n * size <= bytes left was checked above. Bools are validated here.
+        const uint64_t bytes = n * min_bytes;
+        v.raw = c.here();
+        if (v.elem_type == GgufValueType::BOOL)
+          for (uint64_t k = 0; k < n; ++k)
+            VQ_CHECK(v.raw[k] <= 1, FormatError, "metadata ", key, "[", k, "]: bool byte is ",
+                     int(v.raw[k]), " (must be 0 or 1)");
+        c.skip(bytes);
+      }
       break;
     }
   }
@@ -163,6 +177,33 @@ const std::string& GgufValue::as_string(const std::string& key) const {
   return str;
 }
 
+GgufValue GgufValue::element(uint64_t k) const {
+  VQ_CHECK(type == GgufValueType::ARRAY && k < count, InvalidArgument, "array element ", k,
+           " outside [0, ", count, ")");
+  if (raw == nullptr) return arr[static_cast<size_t>(k)];
+  GgufValue e;
+  e.type = elem_type;
+  const uint8_t* p = raw + k * min_value_bytes(elem_type);
+  auto ld = [p](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    return x;
+  };
+  switch (elem_type) {
+    case GgufValueType::UINT8: case GgufValueType::BOOL: e.u = ld(uint8_t{}); break;
+    case GgufValueType::INT8: e.i = ld(int8_t{}); break;
+    case GgufValueType::UINT16: e.u = ld(uint16_t{}); break;
+    case GgufValueType::INT16: e.i = ld(int16_t{}); break;
+    case GgufValueType::UINT32: e.u = ld(uint32_t{}); break;
+    case GgufValueType::INT32: e.i = ld(int32_t{}); break;
+    case GgufValueType::UINT64: e.u = ld(uint64_t{}); break;
+    case GgufValueType::INT64: e.i = ld(int64_t{}); break;
+    case GgufValueType::FLOAT32: e.f = ld(float{}); break;
+    case GgufValueType::FLOAT64: e.f = ld(double{}); break;
+    default: break;
+  }
+  return e;
+}
+
 std::vector<std::string> GgufValue::as_string_array(const std::string& key) const {
   VQ_CHECK(type == GgufValueType::ARRAY && elem_type == GgufValueType::STRING, FormatError,
            "metadata ", key, " is not an array of strings");
@@ -175,16 +216,16 @@ std::vector<std::string> GgufValue::as_string_array(const std::string& key) cons
 std::vector<float> GgufValue::as_float_array(const std::string& key) const {
   VQ_CHECK(type == GgufValueType::ARRAY, FormatError, "metadata ", key, " is not an array");
   std::vector<float> out;
-  out.reserve(arr.size());
-  for (const GgufValue& e : arr) out.push_back(static_cast<float>(e.as_float(key + "[]")));
+  out.reserve(static_cast<size_t>(count));
+  for (uint64_t k = 0; k < count; ++k) out.push_back(static_cast<float>(element(k).as_float(key + "[]")));
   return out;
 }
 
 std::vector<int64_t> GgufValue::as_int_array(const std::string& key) const {
   VQ_CHECK(type == GgufValueType::ARRAY, FormatError, "metadata ", key, " is not an array");
   std::vector<int64_t> out;
-  out.reserve(arr.size());
-  for (const GgufValue& e : arr) out.push_back(e.as_int(key + "[]"));
+  out.reserve(static_cast<size_t>(count));
+  for (uint64_t k = 0; k < count; ++k) out.push_back(element(k).as_int(key + "[]"));
   return out;
 }
 
@@ -195,7 +236,7 @@ std::string GgufValue::describe() const {
     case GgufValueType::BOOL: return u ? "true" : "false";
     case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: return detail::cat(f);
     case GgufValueType::ARRAY:
-      return detail::cat("[", arr.size(), " ", gguf_value_type_name(uint32_t(elem_type)), "]");
+      return detail::cat("[", count, " ", gguf_value_type_name(uint32_t(elem_type)), "]");
     default:
       return is_unsigned(type) ? std::to_string(u) : std::to_string(i);
   }

@@ -449,6 +449,21 @@ TEST(Gguf, HostileHeadersAreRefusedNamingTheField) {
   }
   {
     GgufWriter w;
+    w.kv_array<uint8_t>("b", 7, {1, 2});
+    EXPECT_NE(refusal(w.build()).find("metadata b[1]: bool byte is 2"), std::string::npos);
+  }
+  {  // a numeric array is decoded from the file on access, element by element
+    GgufWriter w;
+    w.kv_array<int16_t>("h", 3, {-7, 9});
+    const vq::GgufFile g = parse(w.build());
+    EXPECT_EQ(g.get("h").count, 2u);
+    EXPECT_EQ(g.get("h").element(0).as_int("h"), -7);
+    EXPECT_EQ(g.get("h").as_float_array("h"), (std::vector<float>{-7, 9}));
+    EXPECT_THROW(g.get("h").element(2), vq::InvalidArgument);
+    EXPECT_THROW(g.get("h").as_string_array("h"), vq::FormatError);
+  }
+  {
+    GgufWriter w;
     w.kv<uint8_t>("k", 0, 1);
     w.kv<uint8_t>("k", 0, 2);
     EXPECT_NE(refusal(w.build()).find("metadata key k appears twice"), std::string::npos);
