@@ -73,7 +73,7 @@ class GgufWriter {
   }
   void tensor_f32(const std::string& name, std::vector<uint64_t> dims, const std::vector<float>& v) {
     Bytes d(v.size() * 4);
-    std::memcpy(d.data(), v.data(), d.size());
+    if (!d.empty()) std::memcpy(d.data(), v.data(), d.size());
     tensor(name, 0, std::move(dims), std::move(d));
   }
 
@@ -119,7 +119,7 @@ class GgufWriter {
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
       if (data_start + offs[i] + t.data.size() > s.b.size()) s.b.resize(data_start + offs[i] + t.data.size(), 0);
-      std::memcpy(s.b.data() + data_start + offs[i], t.data.data(), t.data.size());
+      if (!t.data.empty()) std::memcpy(s.b.data() + data_start + offs[i], t.data.data(), t.data.size());
     }
     return s.b;
   }
@@ -154,7 +154,7 @@ class SafetensorsWriter {
   }
   void add_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
     Bytes d(v.size() * 4);
-    std::memcpy(d.data(), v.data(), d.size());
+    if (!d.empty()) std::memcpy(d.data(), v.data(), d.size());
     add(name, "F32", std::move(shape), d);
   }
   Bytes build() const {
