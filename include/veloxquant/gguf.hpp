@@ -54,9 +54,6 @@ uint64_t ggml_row_bytes(GgmlType t, int64_t n);
 /// straight from the block layouts (see src/formats/ggml_types.cpp). Any bit pattern decodes.
 void ggml_dequantize(GgmlType t, const uint8_t* src, float* dst, int64_t n);
 
-/// IEEE bfloat16 -> float (exact).
-inline float bf16_to_fp32(uint16_t h);
-
 // ------------------------------------------------------------------------------------------------
 // Metadata values
 
@@ -163,13 +160,5 @@ class GgufFile {
   std::vector<GgufTensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
-
-inline float bf16_to_fp32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  static_assert(sizeof f == sizeof bits);
-  __builtin_memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 }  // namespace vq

@@ -29,6 +29,7 @@
 #include <cstring>
 #include <limits>
 
+#include "formats/bf16.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/gguf.hpp"
 #include "veloxquant/tensor.hpp"
@@ -229,7 +230,7 @@ void ggml_dequantize(GgmlType t, const uint8_t* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(rd16(src + 2 * i));
       return;
     case GgmlType::BF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(rd16(src + 2 * i));
+      for (int64_t i = 0; i < n; ++i) dst[i] = formats::bf16_bits_to_float(rd16(src + 2 * i));
       return;
     default:
       break;

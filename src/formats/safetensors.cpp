@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "formats/bf16.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/gguf.hpp"
 #include "veloxquant/tensor.hpp"
@@ -152,7 +153,7 @@ std::vector<float> SafetensorsFile::to_float(const SafetensorsTensor& t) const {
       for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
       break;
     case StDtype::BF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
+      for (int64_t i = 0; i < n; ++i) out[i] = formats::bf16_bits_to_float(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
       break;
   }
   return out;
