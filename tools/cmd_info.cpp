@@ -1,22 +1,29 @@
 // `veloxquant info FILE.vqkv`: the header, the bytes of every section and the compression ratio.
 // Every checksum is verified; a damaged file is reported as an error (exit 1).
 #include "cli_util.hpp"
+#include "model_info.hpp"
 #include "veloxquant/vqkv.hpp"
 
 namespace vqcli {
 
 void register_info(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
-      "info", "Show a .vqkv file's header, bytes per section and compression ratio");
+      "info",
+      "Show a .vqkv file's header, bytes per section and compression ratio; or a model's "
+      "(.gguf, Hugging Face directory, .safetensors) architecture, shapes, types and tokenizer");
   struct Opts {
     std::string in, json;
     bool no_sections = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("input", o->in, ".vqkv file")->required();
+  cmd->add_option("input", o->in, ".vqkv file, .gguf, .safetensors or Hugging Face model directory")->required();
   cmd->add_flag("--summary", o->no_sections, "omit the per-section table");
   cmd->add_option("--json", o->json, "write the same information as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
+    if (is_model_file(o->in)) {
+      print_model_info(o->in, o->json, o->no_sections);
+      return;
+    }
     const std::vector<uint8_t> file = vq::read_file_bytes(o->in);
     vq::VqkvIndex idx;
     try {

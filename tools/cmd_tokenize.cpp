@@ -1,0 +1,107 @@
+// `veloxquant tokenize`: encode a text with the tokenizer a model file carries and print the ids
+// on one line, separated by spaces.
+#include <memory>
+
+#include "cli_util.hpp"
+#include "model_cli.hpp"
+#include "veloxquant/tokenizers.hpp"
+
+namespace vqcli {
+namespace {
+
+// The seven int32 of a llama2.c header, or false when the file is shorter.
+bool read_header(const std::string& path, int32_t h[7], uint64_t& size) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return false;
+  size = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(h), 28);
+  return f.gcount() == 28;
+}
+
+// True when `path` is a llama2.c checkpoint: its header is a valid config whose weights take
+// exactly the file's size (a tokenizer.bin never does).
+bool is_llama2c_checkpoint(const std::string& path) {
+  int32_t h[7];
+  uint64_t size = 0;
+  if (!read_header(path, h, size)) return false;
+  vq::ModelConfig c;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;
+  c.vocab_size = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
+  c.seq_len = h[6];
+  try {
+    c.validate();
+    return static_cast<uint64_t>(c.file_bytes()) == size;
+  } catch (const vq::Error&) {
+    return false;
+  }
+}
+
+int64_t checkpoint_vocab(const std::string& path) {
+  int32_t h[7];
+  uint64_t size = 0;
+  read_header(path, h, size);
+  return h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
+}
+
+}  // namespace
+
+void register_tokenize(CLI::App& app, Globals& g) {
+  auto* cmd = app.add_subcommand(
+      "tokenize",
+      "Print the token ids of a text under a model's own tokenizer (a .gguf, a Hugging Face "
+      "directory, tokenizer.model / tokenizer.json / tokenizer.bin, or a llama2.c .bin with "
+      "--tokenizer)");
+  struct Opts {
+    std::string model, tokenizer, text_file, text_string, json;
+    bool has_string = false, no_bos = false, parse_special = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model", o->model, "model or tokenizer file / directory")->required();
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer file (overrides the one in --model)");
+  auto* tf = cmd->add_option("--text", o->text_file, "file holding the text");
+  auto* ts = cmd->add_option("--text-string", o->text_string, "the text itself");
+  tf->excludes(ts);
+  ts->excludes(tf);
+  cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS");
+  cmd->add_flag("--parse-special", o->parse_special,
+                "match control tokens written in the text (e.g. <s>) as those tokens");
+  cmd->add_option("--json", o->json, "also write {tokenizer, count, ids} as JSON ('-' = stdout only)");
+  cmd->callback([o, ts, &g] {
+    const bool have_string = ts->count() > 0;
+    VQ_CHECK(!o->text_file.empty() || have_string, vq::InvalidArgument,
+             "tokenize needs --text FILE or --text-string S");
+    std::string path = o->tokenizer.empty() ? o->model : o->tokenizer;
+    if (o->tokenizer.empty() && is_llama2c_checkpoint(path)) {
+      // A llama2.c checkpoint holds no tokenizer: use the one known for its vocabulary, or ask.
+      path = resolve_tokenizer("", checkpoint_vocab(path));
+    }
+    std::unique_ptr<vq::TextTokenizer> tok = vq::load_tokenizer(path);
+    const std::string text = have_string ? o->text_string : read_text_file(o->text_file);
+    const bool bos = !o->no_bos && tok->add_bos_default();
+    const std::vector<int32_t> ids = tok->encode(text, bos, o->parse_special);
+    if (g.verbosity >= 2) std::fprintf(stderr, "tokenizer: %s\n", tok->description().c_str());
+    if (o->json != "-") {
+      std::string line;
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i) line += ' ';
+        line += std::to_string(ids[i]);
+      }
+      std::printf("%s\n", line.c_str());
+    }
+    if (!o->json.empty())
+      write_json(o->json, nlohmann::json{{"tokenizer", tok->description()},
+                                         {"bos", tok->bos_id()},
+                                         {"eos", tok->eos_id()},
+                                         {"vocab_size", tok->vocab_size()},
+                                         {"count", ids.size()},
+                                         {"ids", ids}});
+  });
+}
+
+}  // namespace vqcli
