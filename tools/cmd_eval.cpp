@@ -34,6 +34,7 @@ nlohmann::json to_json(const vq::eval::MethodResult& r) {
           {"kl_max", r.kl_max},
           {"top1_agreement", r.top1_agreement},
           {"bytes_per_token", r.bytes_per_token},
+          {"stored_bytes_per_token", r.stored_bytes_per_token},
           {"bytes_per_token_final", r.bytes_per_token_final},
           {"fp16_bytes_per_token", r.fp16_bytes_per_token},
           {"compression_ratio", r.compression_ratio},

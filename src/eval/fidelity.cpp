@@ -28,6 +28,7 @@ void log_softmax(const float* logits, int64_t n, double* out) {
 
 // Accumulators of one method over all windows.
 struct Acc {
+  double stored_sum = 0;  // the same in storage form (K/V rows as a file would hold them)
   double mem_sum = 0;
   int64_t mem_n = 0;
   double mem_final_sum = 0;
@@ -49,7 +50,9 @@ void run_window(Engine& e, const std::vector<int32_t>& w, int64_t prefill, Acc& 
   const double per_pos = static_cast<double>(c.n_layers * c.n_kv_heads);
   double last = 0;
   auto sample = [&](int64_t p) {
-    last = e.stats().kept_bytes / (per_pos * static_cast<double>(p + 1));
+    const CacheStats st = e.stats();
+    last = st.kept_bytes / (per_pos * static_cast<double>(p + 1));
+    acc.stored_sum += st.stored_bytes / (per_pos * static_cast<double>(p + 1));
     acc.mem_sum += last;
     acc.mem_n += 1;
   };
@@ -78,6 +81,7 @@ void finish(MethodResult& r, const Acc& acc, const ModelConfig& c) {
   r.perplexity = r.predicted > 0 ? std::exp(r.nll_sum / static_cast<double>(r.predicted)) : 0;
   r.fp16_bytes_per_token = 2.0 * 2.0 * static_cast<double>(c.head_dim());
   r.bytes_per_token = acc.mem_n > 0 ? acc.mem_sum / static_cast<double>(acc.mem_n) : 0;
+  r.stored_bytes_per_token = acc.mem_n > 0 ? acc.stored_sum / static_cast<double>(acc.mem_n) : 0;
   r.bytes_per_token_final =
       acc.windows > 0 ? acc.mem_final_sum / static_cast<double>(acc.windows) : 0;
   r.compression_ratio = r.bytes_per_token > 0 ? r.fp16_bytes_per_token / r.bytes_per_token : 1;

@@ -114,6 +114,7 @@ void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Te
       st.kv.settle();
     }
   }
+  if (qrows_.capacity() > 64) std::vector<QueryRows>().swap(qrows_);  // a prefill's, not kept
 }
 
 void EvictionCache::process_head(HeadState& st, const float* K, const float* V,

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -137,6 +138,20 @@ class Fp16Codec final : public RowCodec {
  private:
   int64_t chunk_, recent_, sink_, fit_;
   bool fitted_ = false;
+};
+
+/// fp32 rows, exactly as given (4 bytes per value): a cache with no rounding at all, e.g. to
+/// compare with an fp32 reference implementation ("full+f32"). Row-wise.
+class Fp32Codec final : public RowCodec {
+ public:
+  explicit Fp32Codec(int64_t dim) : RowCodec(dim) {}
+  int64_t row_bytes() const override { return 4 * dim(); }
+  void encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) override {
+    std::memcpy(codes, rows, sizeof(float) * static_cast<size_t>(n * dim()));
+  }
+  void decode(const uint8_t*, const uint8_t* codes, int64_t n, float* out) const override {
+    std::memcpy(out, codes, sizeof(float) * static_cast<size_t>(n * dim()));
+  }
 };
 
 /// bfloat16 rows (the top 16 bits of the fp32, round to nearest even). Row-wise.

@@ -1,6 +1,6 @@
-// `q4_0`: llama.cpp's 4-bit KV-cache type (4.5 bits per value): blocks of 32 values along each
-// token's row of all KV heads, 4-bit quants with offset 8 and an fp16 scale per block,
-// byte-identical to ggml's reference quantizer.
+// `q4_0`: llama.cpp's 4-bit KV-cache type. In a cache, blocks of 32 values lie inside each head,
+// as in llama.cpp's KV cache (src/codecs/ggml_codec.hpp; block=16/8 are named variants for small
+// heads); the .vqkv storage form lays blocks along each token's row of all heads.
 #include "transform/ggml_method.hpp"
 
 namespace vq {
@@ -8,7 +8,7 @@ namespace vq {
 MethodInfo q4_0_method_info() {
   return transform::ggml_method_info(
       "q4_0", coding::GgmlType::Q4_0,
-      "llama.cpp q4_0 KV blocks: 32 4-bit + fp16 scale along each token's H*D row (4.5 bits/value)");
+      "llama.cpp q4_0 KV blocks inside each head: 32 4-bit + fp16 scale (4.5 bits/value; block=16/8 variants)");
 }
 
 }  // namespace vq

@@ -1,6 +1,6 @@
-// `q8_0`: llama.cpp's 8-bit KV-cache type (8.5 bits per value): blocks of 32 values along each
-// token's row of all KV heads, an fp16 scale per block, byte-identical to ggml's reference
-// quantizer. The usual baseline C++ inference users already run.
+// `q8_0`: llama.cpp's 8-bit KV-cache type. In a cache, blocks of 32 values lie inside each head,
+// as in llama.cpp's KV cache (src/codecs/ggml_codec.hpp; block=16/8 are named variants for small
+// heads); the .vqkv storage form lays blocks along each token's row of all heads.
 #include "transform/ggml_method.hpp"
 
 namespace vq {
@@ -8,7 +8,7 @@ namespace vq {
 MethodInfo q8_0_method_info() {
   return transform::ggml_method_info(
       "q8_0", coding::GgmlType::Q8_0,
-      "llama.cpp q8_0 KV blocks: 32 int8 + fp16 scale along each token's H*D row (8.5 bits/value)");
+      "llama.cpp q8_0 KV blocks inside each head: 32 int8 + fp16 scale (8.5 bits/value; block=16/8 variants)");
 }
 
 }  // namespace vq

@@ -38,7 +38,8 @@ TEST(SpectralquantTransform, PlantedSpectrumSplit) {
       K.at(0, 0, s, d) = static_cast<float>((d < 3 ? 10.0 : 0.3) * rng.normal());
   auto cache = vq::make_cache(vq::CacheConfig::parse("spectralquant:signal_bits=5,noise_bits=1"), kD);
   cache->update(K, K);
-  vq::transform::PcaSettings ps;
+  vq::transform::PcaSettings ps;  // the variances do not depend on the allocation rule
+  ps.rule = vq::transform::AllocRule::Uniform;
   ps.bit_budget = kD;
   const vq::transform::PcaModel model = vq::transform::fit_pca_model(K.data(), S, kD, ps);
   const double pr = vq::transform::participation_ratio(model.variances);
