@@ -156,8 +156,8 @@ TEST(Calibration, HostileFilesAreRefused) {
   }
   {
     std::vector<uint8_t> f = good;
-    f[8] = 2;
-    expect_format_error([&] { parse(f); }, "version 2");
+    f[8] = 3;
+    expect_format_error([&] { parse(f); }, "version 3");
   }
   // Lying fields with a valid checksum: each is caught by its own check, before allocation.
   {
