@@ -17,6 +17,7 @@ void register_info(CLI::App& app, Globals& g) {
   cmd->add_flag("--summary", o->no_sections, "omit the per-section table");
   cmd->add_option("--json", o->json, "write the same information as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
+    check_io_paths({{"input", o->in}}, {{"--json", o->json}});
     const std::vector<uint8_t> file = vq::read_file_bytes(o->in);
     vq::VqkvIndex idx;
     try {
