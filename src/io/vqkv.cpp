@@ -585,7 +585,8 @@ void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes
   if (!ok) {
     ::unlink(tmp.c_str());
     VQ_THROW(IoError, "failed writing '", path, "' (", done, " of ", bytes.size(),
-             " bytes written; nothing was left under that name): ", std::strerror(err));
+             " bytes written to a temporary file, now removed; '", path,
+             "' is as it was): ", std::strerror(err));
   }
 }
 

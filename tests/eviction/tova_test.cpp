@@ -92,10 +92,11 @@ TEST(Tova, EqualLogitsGetBitIdenticalWeightsAtEveryIndexAndLength) {
       vq::eviction::AttnScratch s;
       vq::eviction::step_attention(K, n, q.data(), vq::eviction::QueryRows{}, false, s);
       const double tie = s.out[n / 2 == 0 ? 1 : 0];
-      for (int64_t i = 0; i < n; ++i)
-        if (i != n / 2)
-          ASSERT_EQ(s.out[static_cast<size_t>(i)], tie)
-              << "trial " << trial << ", n = " << n << ", row " << i;
+      for (int64_t i = 0; i < n; ++i) {
+        if (i == n / 2) continue;
+        ASSERT_EQ(s.out[static_cast<size_t>(i)], tie)
+            << "trial " << trial << ", n = " << n << ", row " << i;
+      }
     }
   }
 }

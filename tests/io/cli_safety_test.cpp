@@ -241,9 +241,10 @@ TEST_F(CliSafety, MessagesNameTheMistake) {
   // --help shows defaults.
   r = cli("decompress --help");
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find("source"), std::string::npos) << r.out;
-  r = cli("evict --help");
-  EXPECT_NE(r.out.find("[0]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("=source"), std::string::npos) << r.out;
+  r = cli("generate --help");
+  for (const char* d : {"=256", "=full", "=0"})
+    EXPECT_NE(r.out.find(d), std::string::npos) << d << " missing in\n" << r.out;
 }
 
 TEST_F(CliSafety, EvictTakesALayerOfADumpKvFile) {
