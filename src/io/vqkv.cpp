@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -543,11 +544,12 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   return out;
 }
 
-void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  // Write a temporary file beside the target and rename it over the target only once every byte
-  // is on disk: a failure (a full disk, a signal) never leaves a partial file under `path`, and a
-  // reader sees either the old file or the new one.
-  VQ_CHECK(!path.empty(), IoError, "cannot write a file with an empty name");
+namespace {
+
+// Write a temporary file beside the target and rename it over the target only once every byte
+// is on disk: a failure (a full disk, a signal) never leaves a partial file under `path`, and a
+// reader sees either the old file or the new one.
+void write_via_rename(const std::string& path, const std::vector<uint8_t>& bytes) {
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -588,6 +590,34 @@ void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes
              " bytes written to a temporary file, now removed; '", path,
              "' is as it was): ", std::strerror(err));
   }
+}
+
+}  // namespace
+
+void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  VQ_CHECK(!path.empty(), IoError, "cannot write a file with an empty name");
+  // Not a regular file (a device such as /dev/null or /dev/stdout, a FIFO): write to it in place;
+  // a rename would replace the device node itself.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+    VQ_CHECK(f, IoError, "cannot open '", path, "' for writing: ", std::strerror(errno));
+    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size();
+    const bool closed = std::fclose(f.release()) == 0;
+    VQ_CHECK(ok && closed, IoError, "failed writing '", path, "': ", std::strerror(errno));
+    return;
+  }
+  // A symlink is written through (its target is replaced), as a plain open would.
+  std::string target = path;
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real != nullptr) {
+      target = real;
+      std::free(real);
+    }
+  }
+  write_via_rename(target, bytes);
 }
 
 }  // namespace vq

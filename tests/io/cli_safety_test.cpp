@@ -26,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CliResult {
   int status = -1;
   std::string out, err;
 };
@@ -44,11 +44,11 @@ class CliSafety : public ::testing::Test {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Runs `veloxquant ARGS` (prefix: shell words placed before the command, e.g. ulimit).
-  Run cli(const std::string& args, const std::string& prefix = "") const {
+  CliResult cli(const std::string& args, const std::string& prefix = "") const {
     const std::string out = (dir_ / "stdout.bin").string(), err = (dir_ / "stderr.txt").string();
     const std::string cmd = "(" + prefix + " exec " + std::string(VQ_CLI_PATH) + " " + args +
                             ") >" + out + " 2>" + err + " </dev/null";
-    Run r;
+    CliResult r;
     const int rc = std::system(cmd.c_str());
     r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
     r.out = slurp(out);
@@ -95,13 +95,13 @@ TEST_F(CliSafety, CompressRefusesValuesItsDecompressCouldNotDecode) {
   for (const auto& [spec, v] : std::vector<std::pair<std::string, float>>{
            {"kivi", 7e4f}, {"gear", 7e4f}, {"q8_0", 1e38f}, {"q4_0", 1e38f}}) {
     write_x("x.npy", v);
-    const Run r = cli("compress -m " + spec + " " + path("x.npy") + " " + path("x.vqkv"));
+    const CliResult r = cli("compress -m " + spec + " " + path("x.npy") + " " + path("x.vqkv"));
     EXPECT_EQ(r.status, 1) << spec << ": " << r.err;
     EXPECT_NE(r.err.find("at [1, 5, 3] is outside the range of " + spec), std::string::npos)
         << r.err;
     EXPECT_FALSE(fs::exists(path("x.vqkv"))) << spec << ": a refused compress left a file";
     // --verify used to leave the output behind too.
-    const Run rv =
+    const CliResult rv =
         cli("compress --verify -m " + spec + " " + path("x.npy") + " " + path("x.vqkv"));
     EXPECT_EQ(rv.status, 1);
     EXPECT_FALSE(fs::exists(path("x.vqkv")));
@@ -112,7 +112,7 @@ TEST_F(CliSafety, AnOutputThatIsAnInputIsRefusedNamingBoth) {
   write_x("x.npy");
   const std::string x = path("x.npy");
   const std::string before = slurp(x);
-  Run r = cli("compress -m q8_0 " + x + " " + x);
+  CliResult r = cli("compress -m q8_0 " + x + " " + x);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("output '" + x + "' is the same file as input '" + x + "'"),
             std::string::npos)
@@ -147,11 +147,11 @@ TEST_F(CliSafety, AnOutputThatIsAnInputIsRefusedNamingBoth) {
 TEST_F(CliSafety, FailedWritesLeaveNoPartialFileAndKeepTheOldOne) {
   // A file-size limit stands in for a full disk: the write fails part-way (EFBIG).
   write_x("x.npy", 0.0f, {4, 256, 16});
-  const std::string limit = "ulimit -f 8; trap '' XFSZ;";  // 8 blocks: far below the outputs
+  const std::string limit = "ulimit -f 4; trap '' XFSZ;";  // 4 KiB: below every output here
   ASSERT_EQ(cli("compress -m q8_0 " + path("x.npy") + " " + path("a.vqkv")).status, 0);
   spit(path("out.vqkv"), "OLD");
   spit(path("out.npy"), "OLD");
-  Run r = cli("compress -m q8_0 " + path("x.npy") + " " + path("out.vqkv"), limit);
+  CliResult r = cli("compress -m q8_0 " + path("x.npy") + " " + path("out.vqkv"), limit);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("failed writing '" + path("out.vqkv") + "'"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(path("out.vqkv")), "OLD");
@@ -180,7 +180,7 @@ TEST_F(CliSafety, FailedWritesLeaveNoPartialFileAndKeepTheOldOne) {
 TEST_F(CliSafety, DecompressToFloat16RefusesInfUnlessClampIsAsked) {
   write_x("x.npy", 1e6f);
   ASSERT_EQ(cli("compress -m q8_0 " + path("x.npy") + " " + path("a.vqkv")).status, 0);
-  Run r = cli("decompress --dtype float16 " + path("a.vqkv") + " " + path("y.npy"));
+  CliResult r = cli("decompress --dtype float16 " + path("a.vqkv") + " " + path("y.npy"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("at [1, 5, 3]"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("outside float16's range [-65504, 65504]"), std::string::npos) << r.err;
@@ -197,7 +197,7 @@ TEST_F(CliSafety, DecompressToFloat16RefusesInfUnlessClampIsAsked) {
 
 TEST_F(CliSafety, DashMeansStdout) {
   const std::vector<float> x = write_x("x.npy");
-  Run r = cli("compress -m q8_0 " + path("x.npy") + " -");
+  CliResult r = cli("compress -m q8_0 " + path("x.npy") + " -");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<uint8_t> want =
       vq::vqkv_compress(x.data(), {2, 64, 16}, vq::CacheConfig::parse("q8_0"));
@@ -208,6 +208,14 @@ TEST_F(CliSafety, DashMeansStdout) {
   ASSERT_EQ(r.status, 0) << r.err;
   const vq::NpyArray back = vq::parse_npy(r.out.data(), r.out.size());
   EXPECT_EQ(back.shape, (std::vector<int64_t>{2, 64, 16}));
+  // A device is written in place (not replaced by a regular file), a symlink is written through.
+  EXPECT_EQ(cli("compress -m q8_0 " + path("x.npy") + " /dev/null").status, 0);
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  spit(path("real.vqkv"), "OLD");
+  fs::create_symlink(path("real.vqkv"), path("via.vqkv"));
+  EXPECT_EQ(cli("compress -m q8_0 " + path("x.npy") + " " + path("via.vqkv")).status, 0);
+  EXPECT_TRUE(fs::is_symlink(path("via.vqkv")));
+  EXPECT_EQ(slurp(path("real.vqkv")), std::string(want.begin(), want.end()));
   // Two outputs on stdout are refused.
   r = cli("compress -m q8_0 " + path("x.npy") + " - --json -");
   EXPECT_EQ(r.status, 1);
@@ -215,7 +223,7 @@ TEST_F(CliSafety, DashMeansStdout) {
 }
 
 TEST_F(CliSafety, MessagesNameTheMistake) {
-  Run r = cli("frobnicate");
+  CliResult r = cli("frobnicate");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("compress"), std::string::npos) << r.err;
@@ -247,6 +255,31 @@ TEST_F(CliSafety, MessagesNameTheMistake) {
     EXPECT_NE(r.out.find(d), std::string::npos) << d << " missing in\n" << r.out;
 }
 
+TEST_F(CliSafety, PlotIsCheckedBeforeTheEvaluationRuns) {
+  // A CLI outside any source tree, with no installed share/veloxquant/plot_eval.py next to it:
+  // --plot fails at once (before loading a model or evaluating anything), naming the script.
+  fs::create_directories(dir_ / "prefix" / "bin");
+  const fs::path exe = dir_ / "prefix" / "bin" / "veloxquant";
+  fs::copy_file(VQ_CLI_PATH, exe);
+  const std::string cmd = "cd " + dir_.string() + " && " + exe.string() +
+                          " eval --model /nonexistent/model.bin --plot p.png >/dev/null 2>" +
+                          path("err.txt");
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, 1);
+  const std::string err = slurp(path("err.txt"));
+  EXPECT_NE(err.find("plot_eval.py not found"), std::string::npos) << err;
+  EXPECT_EQ(err.find("model.bin"), std::string::npos) << "the model was looked at first: " << err;
+  // Installed beside it (<prefix>/share/veloxquant), the script is found: the error is now the
+  // missing model (or, without matplotlib, the check for it).
+  fs::create_directories(dir_ / "prefix" / "share" / "veloxquant");
+  fs::copy_file(std::string(VQ_SOURCE_DIR) + "/scripts/plot_eval.py",
+                dir_ / "prefix" / "share" / "veloxquant" / "plot_eval.py");
+  const int rc2 = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(rc2) ? WEXITSTATUS(rc2) : -1, 1);
+  const std::string err2 = slurp(path("err.txt"));
+  EXPECT_EQ(err2.find("plot_eval.py not found"), std::string::npos) << err2;
+}
+
 TEST_F(CliSafety, EvictTakesALayerOfADumpKvFile) {
   // [L = 2, 2, H = 2, S = 40, D = 8]: layer 1's keys and values as separate [H, S, D] files
   // must give the same kept positions as --kv with --layer 1.
@@ -264,11 +297,11 @@ TEST_F(CliSafety, EvictTakesALayerOfADumpKvFile) {
                 path("v.npy") + " --prefill 16 --out " + path("a.npy"))
                 .status,
             0);
-  const Run r = cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") +
+  const CliResult r = cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") +
                     " --layer 1 --prefill 16 --out " + path("b.npy"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(slurp(path("a.npy")), slurp(path("b.npy")));
-  const Run bad = cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") + " --layer 2 --out " +
+  const CliResult bad = cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") + " --layer 2 --out " +
                       path("c.npy"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("--layer 2 is outside [0, 1]"), std::string::npos) << bad.err;
@@ -280,7 +313,7 @@ TEST_F(CliSafety, ANonFiniteValueIsReportedWithItsStreamPosition) {
   std::vector<float> x(20 * 8, 0.5f);
   x[10 * 8 + 2] = std::nanf("");
   vq::write_npy(path("k.npy"), vq::npy_from_float(x.data(), {1, 20, 8}, vq::NpyDtype::Float32));
-  Run r = cli("evict -m h2o:budget=8 --keys " + path("k.npy") + " --values " + path("k.npy") +
+  CliResult r = cli("evict -m h2o:budget=8 --keys " + path("k.npy") + " --values " + path("k.npy") +
               " --out " + path("o.npy"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("update starting at position 10"), std::string::npos) << r.err;
@@ -301,7 +334,7 @@ TEST_F(CliSafety, CalibrationsAreTiedToTheirModel) {
     GTEST_SKIP() << "stories260K.bin, llama2xs.bin or tok105.bin not found (searched "
                     "$VQ_MODELS_DIR and ../shared/models)";
   const std::string cal = path("st.vqcal");
-  Run r = cli("-q calibrate --model " + st + " --max-tokens 600 --chunk-tokens 64 --out " + cal);
+  CliResult r = cli("-q calibrate --model " + st + " --max-tokens 600 --chunk-tokens 64 --out " + cal);
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string spec = "kvtc:bit_budget=16,basis=" + cal;
   r = cli("perplexity --model " + st + " --text-string 'Lily saw a cat.' --method " + spec +
