@@ -70,16 +70,34 @@ void exp_shifted(T* x, int64_t n, T mx) {
   Eigen::Map<Vec>(x, n) = b.head(n);
 }
 
+// prod[i] = K[i] . q for i < n, each row by the same fixed-order kernel: eight partial sums over
+// d mod 8, then the tail, then the partials combined in a fixed order. A matrix-vector product
+// (GEMV) blocks rows by index and peels by address, so two equal rows could get logits that
+// differ in the last bit; here equal rows always get equal logits. (Unaligned vector loads and no
+// reassociation: the compiler may vectorize the eight lanes but not reorder the sums.)
+void row_dots(const RowMatF& K, int64_t n, const float* q, float* prod) {
+  const int64_t D = K.cols();
+  const int64_t D8 = D / 8 * 8;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* k = K.data() + i * D;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t d = 0; d < D8; d += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += k[d + j] * q[d + j];
+    float tail = 0.0f;
+    for (int64_t d = D8; d < D; ++d) tail += k[d] * q[d];
+    prod[i] = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) +
+              tail;
+  }
+}
+
 }  // namespace
 
 void causal_softmax(const RowMatF& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod) {
   if (n <= 0) return;
-  const int64_t D = K.cols();
-  Eigen::Map<const Eigen::VectorXf> qv(q, D);
   Eigen::Map<Eigen::VectorXf> p(prod, n);
   Eigen::Map<Eigen::VectorXd> o(out, n);
-  p.noalias() = K.topRows(n) * qv;
+  row_dots(K, n, q, prod);
   o = p.cast<double>() * static_cast<double>(scale);
   if (pos != nullptr) {
     bool any_visible = false;

@@ -490,7 +490,7 @@ VqkvArray vqkv_decompress(const uint8_t* data, size_t size, const VqkvReadOption
   VQ_CHECK(values <= static_cast<double>(opts.free_values) ||
                values <= static_cast<double>(size) * static_cast<double>(opts.max_values_per_byte),
            FormatError, "vqkv: shape ", NpyArray{NpyDtype::Float32, h.shape(), {}}.shape_str(),
-           " declares ", values, " values in a file of ", size, " bytes: more than ",
+           " declares ", h.numel(), " values in a file of ", size, " bytes: more than ",
            opts.max_values_per_byte, " values per byte (decompression-bomb limit; raise "
            "VqkvReadOptions::max_values_per_byte for such files)");
   VqkvArray out;
