@@ -81,6 +81,23 @@ foreach(_lib IN LISTS _vq_links)
   endif()
 endforeach()
 
+# The library is C++ and static, so a consumer linking with the C driver (a pure C project, no
+# C++ enabled) needs the C++ runtime on its link line: the libraries the C++ compiler links
+# implicitly beyond the C compiler's. The config adds them only when the link language is not C++.
+set(VQ_CXX_RUNTIME_LIBS "")
+foreach(_lib IN LISTS CMAKE_CXX_IMPLICIT_LINK_LIBRARIES)
+  if(NOT _lib IN_LIST CMAKE_C_IMPLICIT_LINK_LIBRARIES AND NOT _lib IN_LIST VQ_CXX_RUNTIME_LIBS)
+    list(APPEND VQ_CXX_RUNTIME_LIBS "${_lib}")
+  endif()
+endforeach()
+if(NOT "m" IN_LIST VQ_CXX_RUNTIME_LIBS)
+  list(APPEND VQ_CXX_RUNTIME_LIBS m)
+endif()
+set(VQ_CONFIG_CXX_RUNTIME "")
+foreach(_lib IN LISTS VQ_CXX_RUNTIME_LIBS)
+  string(APPEND VQ_CONFIG_CXX_RUNTIME "  \"$<$<NOT:$<LINK_LANGUAGE:CXX>>:${_lib}>\"\n")
+endforeach()
+
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/veloxquantConfig.cmake.in
   ${CMAKE_BINARY_DIR}/cmake/veloxquantConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/veloxquant
@@ -91,11 +108,15 @@ install(FILES ${CMAKE_BINARY_DIR}/cmake/veloxquantConfig.cmake
   ${CMAKE_BINARY_DIR}/cmake/veloxquantConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/veloxquant)
 
-# The Python module, when built, goes to <prefix>/lib/python3/dist-packages (Debian's layout) or
-# wherever VQ_PYTHON_INSTALL_DIR says.
+# The Python module, when built, goes to <prefix>/lib/python3.X/dist-packages: with the default
+# prefix /usr/local that is on /usr/bin/python3's sys.path on Debian (lib/python3/dist-packages
+# is only searched under /usr). Other prefixes: set PYTHONPATH, or VQ_PYTHON_INSTALL_DIR.
 if(TARGET veloxquant_python)
-  set(VQ_PYTHON_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages" CACHE PATH
+  set(VQ_PYTHON_INSTALL_DIR
+    "lib/python${Python_VERSION_MAJOR}.${Python_VERSION_MINOR}/dist-packages" CACHE PATH
     "Where `cmake --install` puts the veloxquant Python module (relative to the prefix)")
   install(TARGETS veloxquant_python OPTIONAL LIBRARY DESTINATION ${VQ_PYTHON_INSTALL_DIR})
 endif()
+# The plot helper of `veloxquant eval --plot`, found by an installed CLI in <prefix>/share/veloxquant.
+install(FILES ${CMAKE_SOURCE_DIR}/scripts/plot_eval.py DESTINATION ${CMAKE_INSTALL_DATADIR}/veloxquant)
 include(${CMAKE_SOURCE_DIR}/fuzz/fuzz.cmake OPTIONAL)

@@ -8,7 +8,11 @@
 //   blob = vq.compress(x, "kvtc:bit_budget=128")   # bytes of the .vqkv format
 //   x2 = vq.decompress(blob)
 //
-// Every vq::Error surfaces as ValueError carrying the library's message. Arrays may be float16,
+// Every vq::Error surfaces as ValueError carrying the library's message.
+//
+// Threads: calls release the GIL while the library works, so separate objects run in parallel in
+// separate threads. Each Cache holds a mutex: concurrent calls on one Cache are serialized (run
+// one after the other, in some order), never interleaved. Arrays may be float16,
 // float32 or float64 (converted to fp32 internally); results come back in the input's float type
 // (float16 stays float16, everything else is float32).
 #include <pybind11/numpy.h>
@@ -17,6 +21,7 @@
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -114,12 +119,15 @@ class PyCache {
                                                                   : vq::NpyDtype::Float32;
     const vq::Tensor k = to_tensor(keys, "keys");
     const vq::Tensor v = to_tensor(values, "values");
+    // The lock is taken with the GIL released (a thread holding it may be waiting for the GIL).
     if (queries.is_none()) {
       py::gil_scoped_release nogil;
+      const std::lock_guard<std::mutex> lock(mu_);
       cache_->update(k, v);
     } else {
       const vq::Tensor q = to_tensor(queries.cast<py::array>(), "queries");
       py::gil_scoped_release nogil;
+      const std::lock_guard<std::mutex> lock(mu_);
       cache_->update(k, v, &q);
     }
   }
@@ -128,6 +136,7 @@ class PyCache {
     vq::FetchResult r;
     {
       py::gil_scoped_release nogil;
+      const std::lock_guard<std::mutex> lock(mu_);
       r = cache_->fetch();
     }
     const int64_t B = r.keys.B(), H = r.keys.H(), n = r.n_kept;
@@ -137,10 +146,17 @@ class PyCache {
     return py::make_tuple(from_tensor(r.keys, out_kind_), from_tensor(r.values, out_kind_), pos);
   }
 
-  const vq::KVCache& cache() const { return *cache_; }
+  /// fn(cache) under the object's lock (taken with the GIL released).
+  template <typename Fn>
+  auto locked(Fn fn) const {
+    py::gil_scoped_release nogil;
+    const std::lock_guard<std::mutex> lock(mu_);
+    return fn(static_cast<const vq::KVCache&>(*cache_));
+  }
 
  private:
   std::unique_ptr<vq::KVCache> cache_;
+  mutable std::mutex mu_;
   vq::NpyDtype out_kind_ = vq::NpyDtype::Float32;
 };
 
@@ -155,12 +171,28 @@ py::bytes compress(const py::array& x, const std::string& spec) {
   return py::bytes(reinterpret_cast<const char*>(file.data()), file.size());
 }
 
-py::array decompress(const py::bytes& blob, const py::object& dtype) {
-  const std::string_view view = static_cast<std::string_view>(blob);
+// The bytes of any object with the buffer protocol (bytes, bytearray, memoryview, a NumPy uint8
+// array, mmap), copied so that no other thread can change them while the GIL is released.
+std::vector<uint8_t> blob_bytes(const py::object& blob, const char* what) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(blob.ptr(), &view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    throw py::type_error(std::string(what) + ": expected bytes or a contiguous byte buffer "
+                         "(bytearray, memoryview, NumPy uint8 array), got " +
+                         py::str(py::type::of(blob).attr("__name__")).cast<std::string>());
+  }
+  const auto* p = static_cast<const uint8_t*>(view.buf);
+  std::vector<uint8_t> out(p, p + view.len);
+  PyBuffer_Release(&view);
+  return out;
+}
+
+py::array decompress(const py::object& blob_obj, const py::object& dtype) {
+  const std::vector<uint8_t> blob = blob_bytes(blob_obj, "decompress");
   vq::VqkvArray a;
   {
     py::gil_scoped_release nogil;
-    a = vq::vqkv_decompress(reinterpret_cast<const uint8_t*>(view.data()), view.size());
+    a = vq::vqkv_decompress(blob.data(), blob.size());
   }
   std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
   bool half = a.header.source_dtype == vq::NpyDtype::Float16;
@@ -173,7 +205,14 @@ py::array decompress(const py::bytes& blob, const py::object& dtype) {
   if (half) {
     py::array out(py::dtype("float16"), shape);
     auto* p = static_cast<uint16_t*>(out.mutable_data());
-    for (size_t i = 0; i < a.values.size(); ++i) p[i] = vq::fp32_to_fp16(a.values[i]);
+    for (size_t i = 0; i < a.values.size(); ++i) {
+      p[i] = vq::fp32_to_fp16(a.values[i]);
+      if ((p[i] & 0x7FFFu) == 0x7C00u)
+        throw py::value_error("decompress: value " + std::to_string(a.values[i]) + " at index " +
+                              std::to_string(i) +
+                              " is outside float16's range [-65504, 65504]; ask for "
+                              "dtype='float32'");
+    }
     return out;
   }
   py::array_t<float> out(shape);
@@ -182,10 +221,9 @@ py::array decompress(const py::bytes& blob, const py::object& dtype) {
   return out;
 }
 
-py::dict vqkv_info(const py::bytes& blob) {
-  const std::string_view view = static_cast<std::string_view>(blob);
-  const vq::VqkvIndex idx =
-      vq::vqkv_parse(reinterpret_cast<const uint8_t*>(view.data()), view.size());
+py::dict vqkv_info(const py::object& blob_obj) {
+  const std::vector<uint8_t> blob = blob_bytes(blob_obj, "info");
+  const vq::VqkvIndex idx = vq::vqkv_parse(blob.data(), blob.size());
   const vq::VqkvHeader& h = idx.header;
   py::dict d;
   d["format_version"] = h.version;
@@ -284,18 +322,32 @@ PYBIND11_MODULE(veloxquant, m) {
           "[B, H, n, D], [B, H, n, D], int64 [B, H, n].")
       .def("fetch", &PyCache::fetch, "(keys, values, positions) of what is kept.")
       .def_property_readonly(
-          "stats", [](const PyCache& c) { return stats_dict(c.cache().stats()); },
+          "stats",
+          [](const PyCache& c) {
+            return stats_dict(c.locked([](const vq::KVCache& k) { return k.stats(); }));
+          },
           "Byte accounting: tokens_seen, tokens_kept, kept_bytes, "
           "full_seq_bytes, compression_ratio and method-specific fields.")
       .def_property_readonly(
-          "offset", [](const PyCache& c) { return c.cache().offset(); }, "Positions seen so far.")
-      .def_property_readonly("head_dim", [](const PyCache& c) { return c.cache().head_dim(); })
+          "offset",
+          [](const PyCache& c) { return c.locked([](const vq::KVCache& k) { return k.offset(); }); },
+          "Positions seen so far.")
+      .def_property_readonly(
+          "head_dim",
+          [](const PyCache& c) {
+            return c.locked([](const vq::KVCache& k) { return k.head_dim(); });
+          })
       .def_property_readonly("spec",
-                             [](const PyCache& c) { return c.cache().config().to_string(); })
+                             [](const PyCache& c) {
+                               return c.locked(
+                                   [](const vq::KVCache& k) { return k.config().to_string(); });
+                             })
       .def("__repr__", [](const PyCache& c) {
-        return "veloxquant.Cache('" + c.cache().config().to_string() +
-               "', head_dim=" + std::to_string(c.cache().head_dim()) +
-               ", offset=" + std::to_string(c.cache().offset()) + ")";
+        return c.locked([](const vq::KVCache& k) {
+          return "veloxquant.Cache('" + k.config().to_string() +
+                 "', head_dim=" + std::to_string(k.head_dim()) +
+                 ", offset=" + std::to_string(k.offset()) + ")";
+        });
       });
 
   m.def("compress", &compress, py::arg("x"), py::arg("spec"),
@@ -303,8 +355,9 @@ PYBIND11_MODULE(veloxquant, m) {
         "transform method; returns the bytes of a .vqkv file (identical to `veloxquant "
         "compress`).");
   m.def("decompress", &decompress, py::arg("blob"), py::arg("dtype") = py::none(),
-        "Decode .vqkv bytes into an array of the original shape (float16 when the source was "
-        "float16, else float32; or the dtype given).");
+        "Decode .vqkv bytes (bytes, bytearray, memoryview, NumPy uint8 array: any contiguous "
+        "byte buffer) into an array of the original shape (float16 when the source was float16, "
+        "else float32; or the dtype given). A float16 result refuses values beyond +-65504.");
   m.def("info", &vqkv_info, py::arg("blob"),
-        "Header and sections of .vqkv bytes (checksums verified).");
+        "Header and sections of .vqkv bytes or any contiguous byte buffer (checksums verified).");
 }

@@ -1,9 +1,12 @@
 #include "cli_util.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <iostream>
+
+#include "veloxquant/vqkv.hpp"
 
 namespace vqcli {
 
@@ -12,10 +15,41 @@ void write_json(const std::string& path, const nlohmann::json& j) {
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::ofstream f(path);
-  VQ_CHECK(f.good(), vq::IoError, "cannot open '", path, "' for writing");
-  f << j.dump(2) << "\n";
-  VQ_CHECK(f.good(), vq::IoError, "failed writing '", path, "'");
+  const std::string text = j.dump(2) + "\n";
+  vq::write_file_bytes(path, std::vector<uint8_t>(text.begin(), text.end()));
+}
+
+void write_output(const std::string& path, const std::vector<uint8_t>& bytes) {
+  if (path != "-") {
+    vq::write_file_bytes(path, bytes);
+    return;
+  }
+  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size() &&
+                  std::fflush(stdout) == 0;
+  VQ_CHECK(ok, vq::IoError, "failed writing ", bytes.size(), " bytes to stdout");
+}
+
+void check_distinct_paths(const std::string& in, const char* in_what, const std::string& out,
+                          const char* out_what) {
+  if (in.empty() || out.empty() || in == "-" || out == "-") return;
+  struct stat a {}, b {};
+  const bool same = in == out || (::stat(in.c_str(), &a) == 0 && ::stat(out.c_str(), &b) == 0 &&
+                                  a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+  VQ_CHECK(!same, vq::InvalidArgument, out_what, " '", out, "' is the same file as ", in_what,
+           " '", in, "'; writing it would destroy the input: choose another output path");
+}
+
+void check_io_paths(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    for (const NamedPath& i : inputs)
+      check_distinct_paths(i.path, i.what, outputs[o].path, outputs[o].what);
+    for (size_t p = 0; p < o; ++p)
+      check_distinct_paths(outputs[p].path, outputs[p].what, outputs[o].path, outputs[o].what);
+  }
+  int stdout_users = 0;
+  for (const NamedPath& o : outputs) stdout_users += o.path == "-";
+  VQ_CHECK(stdout_users <= 1, vq::InvalidArgument,
+           "more than one output goes to stdout ('-'); send all but one to files");
 }
 
 void Table::print(std::FILE* out) const {
@@ -48,11 +82,26 @@ static double now_s() {
 }
 
 Progress::Progress(const Globals& g, std::string label, int64_t total)
-    : enabled_(g.verbosity > 0 && isatty(2)), label_(std::move(label)), total_(total) {}
+    : enabled_(g.verbosity > 0),
+      tty_(isatty(2) != 0),
+      label_(std::move(label)),
+      total_(total),
+      start_(now_s()) {}
 
 void Progress::update(int64_t done) {
   if (!enabled_) return;
   const double t = now_s();
+  if (!tty_) {
+    if (t - start_ < kQuietSeconds || (last_ >= 0 && t - last_ < kQuietSeconds)) return;
+    last_ = t;
+    std::fprintf(stderr, "%s: %lld/%lld (%.0f%%) after %.0f s\n", label_.c_str(),
+                 static_cast<long long>(done), static_cast<long long>(total_),
+                 total_ > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total_)
+                            : 100.0,
+                 t - start_);
+    std::fflush(stderr);
+    return;
+  }
   if (last_ >= 0 && t - last_ < 0.2 && done < total_) return;
   last_ = t;
   shown_ = true;
@@ -63,7 +112,7 @@ void Progress::update(int64_t done) {
 }
 
 void Progress::finish() {
-  if (enabled_ && shown_) {
+  if (enabled_ && tty_ && shown_) {
     std::fprintf(stderr, "\r\033[K");
     std::fflush(stderr);
     shown_ = false;

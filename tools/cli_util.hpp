@@ -16,8 +16,27 @@ struct Globals {
   int verbosity = 1;  // 0 = -q, 1 = default, 2 = -v
 };
 
-/// Write JSON to `path` ("-" = stdout). Throws vq::IoError when the file cannot be written.
+/// Write JSON to `path` ("-" = stdout), atomically (temporary file + rename). Throws
+/// vq::IoError when the file cannot be written.
 void write_json(const std::string& path, const nlohmann::json& j);
+
+/// Write `bytes` to `path` atomically (temporary file in the same directory + rename), or to
+/// stdout when path is "-".
+void write_output(const std::string& path, const std::vector<uint8_t>& bytes);
+
+/// Refuse (vq::InvalidArgument, naming both paths) when `out` names the same file as `in`: the
+/// same path, a symlink to it or a hard link (compared by device and inode), so a command never
+/// overwrites one of its own inputs. "-" (stdout) and paths that do not exist yet never clash.
+void check_distinct_paths(const std::string& in, const char* in_what, const std::string& out,
+                          const char* out_what);
+
+/// A named path of a command: what it is ("input", "--json", ...) and the path (may be empty).
+struct NamedPath {
+  const char* what;
+  std::string path;
+};
+/// check_distinct_paths for every (input, output) pair and every pair of outputs.
+void check_io_paths(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
 /// A plain aligned text table.
 class Table {
@@ -34,10 +53,12 @@ class Table {
 /// printf-style number formatting.
 std::string fmt(const char* f, double x);
 
-/// Progress line on stderr, only when stderr is a terminal and verbosity > 0, at most ~5 per
-/// second; finish() clears it.
+/// Progress on stderr when verbosity > 0 (off with -q): on a terminal a line redrawn at most
+/// ~5 times per second and cleared by finish(); otherwise (a log, a pipe) one plain line at most
+/// every kQuietSeconds, the first only once the work has run that long, so short runs stay silent.
 class Progress {
  public:
+  static constexpr double kQuietSeconds = 5.0;
   Progress(const Globals& g, std::string label, int64_t total);
   void update(int64_t done);
   void finish();
@@ -45,8 +66,10 @@ class Progress {
 
  private:
   bool enabled_;
+  bool tty_;
   std::string label_;
   int64_t total_;
+  double start_ = 0;
   double last_ = -1;
   bool shown_ = false;
 };

@@ -59,6 +59,8 @@ void register_calibrate(CLI::App& app, Globals& g) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--json", o->json, "also write a summary as JSON to this file ('-' = stdout)");
   cmd->callback([o, &g] {
+    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
+                   {{"--out", o->out}, {"--json", o->json}});
     const std::string model_path = resolve_model(o->model);
     const vq::Model model = vq::Model::load(model_path);
     const vq::ModelConfig& mc = model.config();
@@ -74,8 +76,10 @@ void register_calibrate(CLI::App& app, Globals& g) {
     co.chunk_tokens = o->chunk_tokens;
     Progress prog(g, "calibrate (windows)", static_cast<int64_t>(windows.size()));
     co.progress = [&](int64_t done, int64_t) { prog.update(done); };
-    const vq::Calibration cal = vq::calibrate_model(model, windows, co);
+    vq::Calibration cal = vq::calibrate_model(model, windows, co);
     prog.finish();
+    cal.model_id = vq::model_digest(model_path);  // checked by every command that uses the file
+    cal.verified_id = 0;
     cal.save(o->out);
     const uint64_t id = cal.id();
 

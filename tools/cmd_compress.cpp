@@ -1,9 +1,11 @@
 // `veloxquant compress` and `veloxquant decompress`: .npy <-> .vqkv with any transform method.
 #include <cmath>
+#include <cstdio>
 
 #include "cli_util.hpp"
 #include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
+#include "veloxquant/tensor.hpp"
 #include "veloxquant/vqkv.hpp"
 
 namespace vqcli {
@@ -28,6 +30,43 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return vq::NpyArray{vq::NpyDtype::Float32, s, {}}.shape_str();
 }
 
+// The position of flat index i in a C-order array of `shape`, as "[a, b, c]".
+std::string index_str(int64_t i, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] > 0 ? i % shape[d] : 0;
+    i = shape[d] > 0 ? i / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+
+// float16 holds |x| <= 65504 (anything from 65520 on rounds to Inf). Refuse values beyond it,
+// naming the first and the count, or clamp them when asked.
+void fit_float16(std::vector<float>& v, const std::vector<int64_t>& shape, bool clamp,
+                 const Globals& g) {
+  constexpr float kMax = 65504.0f;
+  int64_t count = 0, first = -1;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (std::isinf(vq::round_to_fp16(v[i]))) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++count;
+      if (clamp) v[i] = v[i] > 0 ? kMax : -kMax;
+    }
+  if (count == 0) return;
+  const double x = clamp ? 0.0 : static_cast<double>(v[static_cast<size_t>(first)]);
+  VQ_CHECK(clamp, vq::InvalidArgument, "--dtype float16: value ", x, " at ",
+           index_str(first, shape), " (and ", count - 1,
+           " more) is outside float16's range [-65504, 65504] and would be written as Inf; use "
+           "--dtype float32 or bfloat16, or --clamp to clamp");
+  if (g.verbosity > 0)
+    std::fprintf(stderr,
+                 "veloxquant: warning: --clamp: %lld value(s) beyond float16's range, first at "
+                 "%s, clamped to +-65504\n",
+                 static_cast<long long>(count), index_str(first, shape).c_str());
+}
+
 }  // namespace
 
 void register_compress(CLI::App& app, Globals& g) {
@@ -44,7 +83,7 @@ void register_compress(CLI::App& app, Globals& g) {
       ->required();
   cmd->add_option("input", o->in, "input .npy (float16, float32, float64, or bfloat16 as '<u2')")
       ->required();
-  cmd->add_option("output", o->out, "output .vqkv")->required();
+  cmd->add_option("output", o->out, "output .vqkv ('-' = stdout)")->required();
   cmd->add_flag("--bfloat16", o->bf16, "read a '<u2' input as bfloat16 bit patterns");
   cmd->add_flag("--verify", o->verify, "decode the result and report the reconstruction error");
   cmd->add_option("--json", o->json, "write the result as JSON to this file ('-' = stdout)");
@@ -54,11 +93,14 @@ void register_compress(CLI::App& app, Globals& g) {
     VQ_CHECK(m.family == vq::Family::Transform, vq::InvalidArgument, "method '", m.id,
              "' is an eviction method; compress needs a transform method (see 'veloxquant "
              "methods')");
+    check_io_paths({{"input", o->in}}, {{"output", o->out}, {"--json", o->json}});
     vq::NpyReadOptions ro;
     ro.u2_as_bfloat16 = o->bf16;
     const vq::NpyArray in = vq::read_npy(o->in, ro);
     VQ_CHECK(vq::npy_is_float(in.dtype), vq::InvalidArgument, o->in, ": dtype ",
-             vq::npy_dtype_name(in.dtype), " is not a float type");
+             vq::npy_dtype_name(in.dtype),
+             " is not a float type; compress takes float16, float32, float64, or bfloat16 "
+             "stored as '<u2' with --bfloat16");
     const std::vector<float> x = in.to_float();
     vq::VqkvStats st;
     // Progress counts (layer, K/V) blocks.
@@ -69,7 +111,6 @@ void register_compress(CLI::App& app, Globals& g) {
         vq::vqkv_compress(x.data(), in.shape, config, in.dtype, &st,
                           [&](int64_t done, int64_t) { progress.update(done); });
     progress.finish();
-    vq::write_file_bytes(o->out, file);
     nlohmann::json j{{"input", o->in},
                      {"output", o->out},
                      {"method", vq::vqkv_parse(file.data(), file.size()).header.spec},
@@ -88,19 +129,22 @@ void register_compress(CLI::App& app, Globals& g) {
                        {"payload", st.breakdown.payload},
                        {"table", st.breakdown.table},
                        {"raw", st.breakdown.raw}}}};
-    if (o->verify) {
+    if (o->verify) {  // before anything is written: a file that fails to decode is never left
       const vq::VqkvArray back = vq::vqkv_decompress(file.data(), file.size());
       j["error"] = error_of(x, back.values);
     }
+    write_output(o->out, file);
+    // The summary goes to stdout unless stdout carries the file or the JSON.
+    std::FILE* say = o->out == "-" ? stderr : stdout;
     if (g.verbosity > 0 && o->json != "-") {
-      std::printf("%s %s %s -> %s: %lld bytes (fp16 %lld bytes), ratio %.2fx, %.3f bits/value\n",
+      std::fprintf(say, "%s %s %s -> %s: %lld bytes (fp16 %lld bytes), ratio %.2fx, %.3f bits/value\n",
                   o->in.c_str(), shape_str(in.shape).c_str(), vq::npy_dtype_name(in.dtype),
                   o->out.c_str(), static_cast<long long>(st.file_bytes),
                   static_cast<long long>(st.fp16_bytes), st.compression_ratio(),
                   j["bits_per_value"].get<double>());
       if (g.verbosity >= 2)
-        std::printf(
-            "bytes: basis %lld, params %lld, payload %lld, code tables %lld, raw %lld, "
+        std::fprintf(
+            say, "bytes: basis %lld, params %lld, payload %lld, code tables %lld, raw %lld, "
             "header + table %lld; without entropy coding the sections would take %lld\n",
             static_cast<long long>(st.breakdown.basis), static_cast<long long>(st.breakdown.params),
             static_cast<long long>(st.breakdown.payload),
@@ -108,7 +152,7 @@ void register_compress(CLI::App& app, Globals& g) {
             static_cast<long long>(st.file_bytes - st.section_bytes),
             static_cast<long long>(st.pre_entropy_bytes));
       if (o->verify)
-        std::printf("reconstruction: relative RMSE %.4g, MSE %.4g, max |error| %.4g\n",
+        std::fprintf(say, "reconstruction: relative RMSE %.4g, MSE %.4g, max |error| %.4g\n",
                     j["error"]["relative_rmse"].get<double>(), j["error"]["mse"].get<double>(),
                     j["error"]["max_abs_error"].get<double>());
     }
@@ -120,16 +164,22 @@ void register_decompress(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand("decompress", "Decode a .vqkv file back into an .npy array");
   struct Opts {
     std::string in, out, dtype = "source", json;
+    bool clamp = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("input", o->in, "input .vqkv")->required();
-  cmd->add_option("output", o->out, "output .npy")->required();
+  cmd->add_option("output", o->out, "output .npy ('-' = stdout)")->required();
   cmd->add_option("--dtype", o->dtype,
                   "dtype of the output: 'source' (what was compressed), float32, float16, "
                   "bfloat16")
-      ->check(CLI::IsMember({"source", "float32", "float16", "bfloat16"}));
+      ->check(CLI::IsMember({"source", "float32", "float16", "bfloat16"}))
+      ->capture_default_str();
+  cmd->add_flag("--clamp", o->clamp,
+                "with a float16 output, clamp values beyond +-65504 to +-65504 (with a warning) "
+                "instead of refusing");
   cmd->add_option("--json", o->json, "write a summary as JSON to this file ('-' = stdout)");
   cmd->callback([o, &g] {
+    check_io_paths({{"input", o->in}}, {{"output", o->out}, {"--json", o->json}});
     const std::vector<uint8_t> file = vq::read_file_bytes(o->in);
     vq::VqkvArray a;
     try {
@@ -141,9 +191,10 @@ void register_decompress(CLI::App& app, Globals& g) {
     if (o->dtype == "float32") t = vq::NpyDtype::Float32;
     if (o->dtype == "float16") t = vq::NpyDtype::Float16;
     if (o->dtype == "bfloat16") t = vq::NpyDtype::BFloat16;
-    vq::write_npy(o->out, vq::npy_from_float(a.values.data(), a.shape, t));
+    if (t == vq::NpyDtype::Float16) fit_float16(a.values, a.shape, o->clamp, g);
+    write_output(o->out, vq::encode_npy(vq::npy_from_float(a.values.data(), a.shape, t)));
     if (g.verbosity > 0 && o->json != "-")
-      std::printf("%s -> %s %s %s (%s)\n", o->in.c_str(), o->out.c_str(),
+      std::fprintf(o->out == "-" ? stderr : stdout, "%s -> %s %s %s (%s)\n", o->in.c_str(), o->out.c_str(),
                   shape_str(a.shape).c_str(), vq::npy_dtype_name(t), a.header.spec.c_str());
     if (!o->json.empty())
       write_json(o->json, {{"input", o->in},

@@ -25,14 +25,16 @@ void register_dump_kv(CLI::App& app, Globals& g) {
   cmd->add_option("--text", o->text, "text file to read (default: tinystories-val.txt)");
   cmd->add_option("--prompt", o->prompt, "literal text instead of --text");
   cmd->add_option("--skip", o->skip, "characters of the text file to skip first")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--tokens", o->tokens, "tokens to run (capped by the context length)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--dtype", o->dtype, "dtype of the .npy")
       ->check(CLI::IsMember({"float32", "float16"}));
-  cmd->add_option("--out,-o", o->out, "output .npy")->required();
+  cmd->add_option("--out,-o", o->out, "output .npy ('-' = stdout)")->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
+    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
+                   {{"--out", o->out}, {"--json", o->json}});
     const vq::Model model = vq::Model::load(resolve_model(o->model));
     const vq::ModelConfig& mc = model.config();
     const vq::Tokenizer tok =
@@ -65,9 +67,9 @@ void register_dump_kv(CLI::App& app, Globals& g) {
       std::copy(r.values.data(), r.values.data() + block, kv.begin() + (2 * l + 1) * block);
     }
     const vq::NpyDtype t = o->dtype == "float16" ? vq::NpyDtype::Float16 : vq::NpyDtype::Float32;
-    vq::write_npy(o->out, vq::npy_from_float(kv.data(), {L, 2, H, S, D}, t));
+    write_output(o->out, vq::encode_npy(vq::npy_from_float(kv.data(), {L, 2, H, S, D}, t)));
     if (g.verbosity > 0 && o->json != "-")
-      std::printf("%lld tokens through %lld layers -> %s [%lld, 2, %lld, %lld, %lld] %s\n",
+      std::fprintf(o->out == "-" ? stderr : stdout, "%lld tokens through %lld layers -> %s [%lld, 2, %lld, %lld, %lld] %s\n",
                   static_cast<long long>(S), static_cast<long long>(L), o->out.c_str(),
                   static_cast<long long>(L), static_cast<long long>(H), static_cast<long long>(S),
                   static_cast<long long>(D), o->dtype.c_str());

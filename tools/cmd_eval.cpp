@@ -66,13 +66,27 @@ std::string find_plot_script() {
   std::vector<fs::path> roots{fs::current_path(ec)};
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) roots.push_back(exe.parent_path().parent_path().parent_path());
-  for (const auto& r : roots) {
-    const fs::path p = r / "scripts" / "plot_eval.py";
+  std::vector<fs::path> candidates;
+  for (const auto& r : roots) candidates.push_back(r / "scripts" / "plot_eval.py");
+  // An installed CLI (<prefix>/bin/veloxquant) finds the copy `cmake --install` puts in
+  // <prefix>/share/veloxquant.
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share" / "veloxquant" /
+                                "plot_eval.py");
+  for (const auto& p : candidates)
     if (fs::is_regular_file(p, ec)) return p.string();
-  }
   VQ_THROW(vq::IoError,
-           "--plot: scripts/plot_eval.py not found under the current directory or "
-           "the project root above the executable");
+           "--plot: plot_eval.py not found (looked in scripts/ under the current directory and "
+           "the project root above the executable, and in <prefix>/share/veloxquant)");
+}
+
+// --plot is checked before the evaluation runs, so a missing script or matplotlib costs nothing.
+std::string check_plot_ready() {
+  const std::string script = find_plot_script();
+  const int rc = std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1");
+  VQ_CHECK(rc == 0, vq::IoError,
+           "--plot needs /usr/bin/python3 with matplotlib (Debian: python3-matplotlib); "
+           "'import matplotlib' failed");
+  return script;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -93,13 +107,13 @@ void register_eval(CLI::App& app, Globals& g) {
     std::string model, tokenizer, text, methods, json, plot;
     int64_t max_tokens = kDefaultMaxTokens, prefill = 0, skip_tokens = 0;
     uint64_t seed = 0;
-    bool strict_view = false;
+    bool strict_view = false, allow_foreign = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "llama2.c checkpoint (default: stories260K.bin)");
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.bin (default: matches the model)");
   cmd->add_option("--text", o->text, "evaluation text (default: tinystories-val.txt)");
-  cmd->add_option("--methods", o->methods,
+  auto* methods_opt = cmd->add_option("--methods", o->methods,
                   "method specs separated by ';' (default: full; h2o, h2o with recent=budget/2, "
                   "curdkv and curdkv:score=mean at 1/8, 1/4, 1/2 of the context; kvtc and "
                   "uniform at 2 and 4 bits per value; q8_0; q4_0)");
@@ -117,10 +131,16 @@ void register_eval(CLI::App& app, Globals& g) {
   cmd->add_flag("--strict-view", o->strict_view,
                 "a token the cache drops at once does not attend to itself (see docs/eval.md)");
   cmd->add_option("--json", o->json, "write the results as JSON to this file ('-' = stdout)");
+  cmd->add_flag("--allow-foreign-calibration", o->allow_foreign,
+                "use a kvtc calibration (basis=FILE) measured on another model (a warning "
+                "instead of an error)");
   cmd->add_option("--plot", o->plot,
                   "also draw quality vs compression to this PNG (runs /usr/bin/python3 "
                   "scripts/plot_eval.py; needs matplotlib)");
-  cmd->callback([o, &g] {
+  cmd->callback([o, &g, methods_opt] {
+    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
+                   {{"--json", o->json}, {"--plot", o->plot}});
+    const std::string plot_script = o->plot.empty() ? std::string() : check_plot_ready();
     const std::string model_path = resolve_model(o->model);
     const vq::Model model = vq::Model::load(model_path);
     const vq::ModelConfig& mc = model.config();
@@ -131,10 +151,13 @@ void register_eval(CLI::App& app, Globals& g) {
                                       "evaluate", text_path);
 
     vq::eval::FidelityOptions fo;
-    fo.methods = o->methods.empty() ? vq::eval::default_methods(mc.seq_len, mc.head_dim())
-                                    : split_methods(o->methods);
+    // --methods given but empty (or only separators) is a mistake, not a request for the
+    // default set.
+    fo.methods = methods_opt->count() == 0 ? vq::eval::default_methods(mc.seq_len, mc.head_dim())
+                                           : split_methods(o->methods);
     VQ_CHECK(!fo.methods.empty(), vq::InvalidArgument, "--methods '", o->methods,
              "' names no method");
+    check_calibrations(fo.methods, model_path, o->allow_foreign, g);
     fo.run.prefill = o->prefill;
     fo.run.seed = o->seed;
     fo.run.strict_view = o->strict_view;
@@ -193,7 +216,7 @@ void register_eval(CLI::App& app, Globals& g) {
                            {"methods", jm}};
     if (!o->json.empty()) write_json(o->json, j);
     if (!o->plot.empty()) {
-      const std::string script = find_plot_script();
+      const std::string& script = plot_script;
       std::string json_path = o->json;
       bool temp = false;
       if (json_path.empty() || json_path == "-") {

@@ -3,6 +3,8 @@
 // the kept positions of every head as an int64 .npy [H, n_kept] (ascending per head). Lets anyone
 // check our eviction decisions against their own implementation of a method.
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
 #include "cli_util.hpp"
 #include "veloxquant/cache.hpp"
@@ -24,6 +26,23 @@ vq::Tensor read_hsd(const std::string& path, const char* what) {
   return vq::Tensor::from_fp32(x.data(), 1, a.shape[0], a.shape[1], a.shape[2]);
 }
 
+// Layer `layer` of an [L, 2, H, S, D] float .npy (what dump-kv writes) as keys and values
+// [1, H, S, D].
+std::pair<vq::Tensor, vq::Tensor> read_kv_layer(const std::string& path, int64_t layer) {
+  const vq::NpyArray a = vq::read_npy(path);
+  VQ_CHECK(a.shape.size() == 5 && a.shape[1] == 2, vq::InvalidArgument, "--kv ", path,
+           ": shape ", a.shape_str(), " is not [L, 2, H, S, D] (what dump-kv writes)");
+  VQ_CHECK(vq::npy_is_float(a.dtype), vq::InvalidArgument, "--kv ", path, ": dtype ",
+           vq::npy_dtype_name(a.dtype), " is not a float type");
+  const int64_t L = a.shape[0], H = a.shape[2], S = a.shape[3], D = a.shape[4];
+  VQ_CHECK(layer < L, vq::InvalidArgument, "--layer ", layer, " is outside [0, ", L - 1, "]: ",
+           path, " holds ", L, " layer(s)");
+  const std::vector<float> x = a.to_float();
+  const size_t block = static_cast<size_t>(H * S * D);
+  const float* k = x.data() + static_cast<size_t>(2 * layer) * block;
+  return {vq::Tensor::from_fp32(k, 1, H, S, D), vq::Tensor::from_fp32(k + block, 1, H, S, D)};
+}
+
 }  // namespace
 
 void register_evict(CLI::App& app, Globals& g) {
@@ -32,20 +51,27 @@ void register_evict(CLI::App& app, Globals& g) {
       "Stream [H, S, D] keys/values through an eviction cache and write the kept positions "
       "[H, n_kept] (int64, ascending; -1 pads heads that keep fewer)");
   struct Opts {
-    std::string method, keys, values, queries, out, json;
-    int64_t prefill = 0;
+    std::string method, keys, values, kv, queries, out, json;
+    int64_t prefill = 0, layer = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--method,-m", o->method, "eviction method spec, e.g. 'curdkv:budget=64'")
       ->required();
-  cmd->add_option("--keys", o->keys, "keys .npy [H, S, D]")->required();
-  cmd->add_option("--values", o->values, "values .npy [H, S, D]")->required();
+  auto* keys = cmd->add_option("--keys", o->keys, "keys .npy [H, S, D]");
+  auto* values = cmd->add_option("--values", o->values, "values .npy [H, S, D]");
+  auto* kv = cmd->add_option("--kv", o->kv,
+                             "instead of --keys/--values: a KV file [L, 2, H, S, D] as dump-kv "
+                             "writes it, with --layer");
+  cmd->add_option("--layer", o->layer, "layer of the --kv file to use")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  kv->excludes(keys)->excludes(values);
   cmd->add_option("--queries", o->queries,
                   "queries .npy [Hq, S, D], Hq a multiple of H (for methods that use them)");
   cmd->add_option("--prefill", o->prefill,
                   "tokens passed in the first update (the rest go one at a time)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--out,-o", o->out, "output .npy of kept positions [H, n_kept], int64")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--out,-o", o->out, "output .npy of kept positions [H, n_kept], int64 ('-' = stdout)")
       ->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
@@ -54,8 +80,19 @@ void register_evict(CLI::App& app, Globals& g) {
     VQ_CHECK(m.family == vq::Family::Eviction, vq::InvalidArgument, "method '", m.id,
              "' is a transform method; evict needs an eviction method (see 'veloxquant "
              "methods')");
-    const vq::Tensor K = read_hsd(o->keys, "keys");
-    const vq::Tensor V = read_hsd(o->values, "values");
+    check_io_paths({{"--keys", o->keys}, {"--values", o->values}, {"--kv", o->kv},
+                    {"--queries", o->queries}},
+                   {{"--out", o->out}, {"--json", o->json}});
+    VQ_CHECK(!o->kv.empty() || (!o->keys.empty() && !o->values.empty()), vq::InvalidArgument,
+             "evict needs --keys FILE and --values FILE ([H, S, D] each), or --kv FILE "
+             "([L, 2, H, S, D], e.g. from dump-kv) with --layer L");
+    vq::Tensor K, V;
+    if (!o->kv.empty()) {
+      std::tie(K, V) = read_kv_layer(o->kv, o->layer);
+    } else {
+      K = read_hsd(o->keys, "keys");
+      V = read_hsd(o->values, "values");
+    }
     VQ_CHECK(K.shape() == V.shape(), vq::InvalidArgument, "keys ", K.shape().str(), " and values ",
              V.shape().str(), " differ in shape");
     vq::Tensor Q;
@@ -102,7 +139,7 @@ void register_evict(CLI::App& app, Globals& g) {
     for (int64_t h = 0; h < H; ++h)
       std::copy(kept[static_cast<size_t>(h)].begin(), kept[static_cast<size_t>(h)].end(),
                 out.begin() + h * n_max);
-    vq::write_npy(o->out, vq::npy_from_int64(out.data(), {H, n_max}));
+    write_output(o->out, vq::encode_npy(vq::npy_from_int64(out.data(), {H, n_max})));
 
     const vq::CacheStats st = cache->stats();
     nlohmann::json per_head = nlohmann::json::array();
@@ -119,8 +156,9 @@ void register_evict(CLI::App& app, Globals& g) {
                      {"full_seq_bytes", st.full_seq_bytes},
                      {"compression_ratio", st.compression_ratio},
                      {"output", o->out}};
+    std::FILE* say = o->out == "-" ? stderr : stdout;  // stdout may carry the .npy
     if (g.verbosity > 0 && o->json != "-") {
-      std::printf(
+      std::fprintf(say,
           "%s: kept %lld of %lld tokens per head (H = %lld, D = %lld, prefill %lld%s) "
           "-> %s [%lld, %lld]\n",
           config.to_string().c_str(), static_cast<long long>(n_max), static_cast<long long>(S),
@@ -130,12 +168,12 @@ void register_evict(CLI::App& app, Globals& g) {
       if (g.verbosity >= 2)
         for (int64_t h = 0; h < H; ++h) {
           const auto& p = kept[static_cast<size_t>(h)];
-          std::printf("head %lld: %zu kept, first %lld, last %lld\n", static_cast<long long>(h),
+          std::fprintf(say, "head %lld: %zu kept, first %lld, last %lld\n", static_cast<long long>(h),
                       p.size(), static_cast<long long>(p.empty() ? -1 : p.front()),
                       static_cast<long long>(p.empty() ? -1 : p.back()));
         }
       if (n_min != n_max)
-        std::printf(
+        std::fprintf(say,
             "heads keep different counts (%lld to %lld); shorter rows are padded with "
             "-1\n",
             static_cast<long long>(n_min), static_cast<long long>(n_max));

@@ -29,7 +29,7 @@ void register_generate(CLI::App& app, Globals& g) {
     int64_t steps = 256;
     float temperature = 0.0f;
     uint64_t seed = 0;
-    bool strict_view = false;
+    bool strict_view = false, allow_foreign = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model,
@@ -46,10 +46,14 @@ void register_generate(CLI::App& app, Globals& g) {
   cmd->add_option("--method", o->method, "KV-cache method spec, e.g. 'curdkv:budget=64'");
   cmd->add_flag("--strict-view", o->strict_view,
                 "a token the cache drops at once does not attend to itself (see docs/eval.md)");
+  cmd->add_flag("--allow-foreign-calibration", o->allow_foreign,
+                "use a kvtc calibration (basis=FILE) measured on another model (a warning "
+                "instead of an error)");
   cmd->callback([o, &g] {
     const vq::CacheConfig cfg = vq::CacheConfig::parse(o->method);
     const std::string model_path = resolve_model(o->model);
     const vq::Model model = vq::Model::load(model_path);
+    check_calibrations({o->method}, model_path, o->allow_foreign, g);
     const vq::Tokenizer tok = vq::Tokenizer::load(
         resolve_tokenizer(o->tokenizer, model.config().vocab_size), model.config().vocab_size);
     vq::EngineOptions eo;
@@ -73,7 +77,8 @@ void register_generate(CLI::App& app, Globals& g) {
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("\n");
-    if (g.verbosity >= 2) {
+    std::fflush(stdout);  // the text before the statistics line on stderr
+    if (g.verbosity >= 1) {  // one line of cache statistics on stderr; -q silences it
       const vq::CacheStats st = engine.stats();
       std::fprintf(stderr,
                    "%zu tokens in %.3f s (%.0f tokens/s, prompt %zu tokens); cache %s holds "

@@ -20,6 +20,7 @@ void register_info(CLI::App& app, Globals& g) {
   cmd->add_flag("--summary", o->no_sections, "omit the per-section table");
   cmd->add_option("--json", o->json, "write the same information as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
+    check_io_paths({{"input", o->in}}, {{"--json", o->json}});
     if (is_model_file(o->in)) {
       print_model_info(o->in, o->json, o->no_sections);
       return;

@@ -17,7 +17,7 @@ void register_perplexity(CLI::App& app, Globals& g) {
     std::string model, tokenizer, text_file, text_string, method = "full", json;
     int64_t max_tokens = 0, prefill = 0;
     uint64_t seed = 0;
-    bool strict_view = false;
+    bool strict_view = false, allow_foreign = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "llama2.c checkpoint (default: stories260K.bin)");
@@ -36,12 +36,23 @@ void register_perplexity(CLI::App& app, Globals& g) {
   cmd->add_flag("--strict-view", o->strict_view,
                 "a token the cache drops at once does not attend to itself (see docs/eval.md)");
   cmd->add_option("--json", o->json, "write the result as JSON to this file ('-' = stdout)");
-  cmd->callback([o, &g] {
+  cmd->add_flag("--allow-foreign-calibration", o->allow_foreign,
+                "use a kvtc calibration (basis=FILE) measured on another model (a warning "
+                "instead of an error)");
+  cmd->callback([o, &g, tf, ts] {
+    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text_file}},
+                   {{"--json", o->json}});
+    // An option given with an empty value is not a missing option: say which it is.
+    VQ_CHECK(ts->count() == 0 || !o->text_string.empty(), vq::InvalidArgument,
+             "--text-string is empty: there is no text to predict");
+    VQ_CHECK(tf->count() == 0 || !o->text_file.empty(), vq::InvalidArgument,
+             "--text was given an empty file name");
     VQ_CHECK(!o->text_file.empty() || !o->text_string.empty(), vq::InvalidArgument,
              "perplexity needs --text FILE or --text-string S");
     const vq::CacheConfig cfg = vq::CacheConfig::parse(o->method);
     const std::string model_path = resolve_model(o->model);
     const vq::Model model = vq::Model::load(model_path);
+    check_calibrations({o->method}, model_path, o->allow_foreign, g);
     const int64_t V = model.config().vocab_size;
     const vq::Tokenizer tok = vq::Tokenizer::load(resolve_tokenizer(o->tokenizer, V), V);
     const std::string text = o->text_file.empty() ? o->text_string : read_text_file(o->text_file);

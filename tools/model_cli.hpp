@@ -6,9 +6,16 @@
 #include <sstream>
 #include <string>
 
+#include <cstdio>
+#include <vector>
+
+#include "cli_util.hpp"
 #include "eval/fidelity.hpp"
+#include "veloxquant/calibration.hpp"
+#include "veloxquant/config.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
+#include "veloxquant/registry.hpp"
 
 namespace vqcli {
 
@@ -60,6 +67,46 @@ inline std::vector<std::vector<int32_t>> text_windows(const vq::Tokenizer& tok,
   VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
            "' encodes to no tokens");
   return windows;
+}
+
+/// Every calibration file a method spec names (kvtc:basis=FILE) must have been measured on the
+/// model at `model_path`: refuse one that records another model's digest, naming both (a
+/// warning instead when `allow_foreign`), and warn about files that record none (version 1).
+inline void check_calibrations(const std::vector<std::string>& specs,
+                               const std::string& model_path, bool allow_foreign,
+                               const Globals& g) {
+  uint64_t digest = 0;
+  for (const std::string& spec : specs) {
+    const vq::CacheConfig c = vq::CacheConfig::parse(spec);
+    bool has_basis = false;
+    for (const auto& o : vq::find_method(c.method()).options) has_basis |= o.name == "basis";
+    if (!has_basis || c.get_string("basis") == "local") continue;
+    const std::string& path = c.get_string("basis");
+    const auto cal = vq::load_calibration_shared(path);
+    char have[17], want[17];
+    std::snprintf(have, sizeof have, "%016llx", static_cast<unsigned long long>(cal->model_id));
+    if (cal->model_id == 0) {
+      if (g.verbosity > 0)
+        std::fprintf(stderr,
+                     "veloxquant: warning: calibration '%s' records no model identity (an older "
+                     "file); it cannot be checked against '%s'\n",
+                     path.c_str(), model_path.c_str());
+      continue;
+    }
+    if (digest == 0) digest = vq::model_digest(model_path);
+    std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(digest));
+    if (cal->model_id == digest) continue;
+    VQ_CHECK(allow_foreign, vq::InvalidArgument, "calibration '", path,
+             "' was measured on a model with digest ", have, ", but '", model_path,
+             "' has digest ", want,
+             ": a calibration of another model (recalibrate with `veloxquant calibrate --model "
+             "...`, or pass --allow-foreign-calibration to use it anyway)");
+    if (g.verbosity > 0)
+      std::fprintf(stderr,
+                   "veloxquant: warning: --allow-foreign-calibration: '%s' was measured on model "
+                   "%s, running it on '%s' (%s)\n",
+                   path.c_str(), have, model_path.c_str(), want);
+  }
 }
 
 }  // namespace vqcli

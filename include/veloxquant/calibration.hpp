@@ -52,6 +52,14 @@ struct Calibration {
   bool shared_heads = false;  ///< one entry per (layer, K/V) for all heads
   int64_t tokens = 0;         ///< calibration tokens (rows per head)
   int64_t chunk_tokens = 0;   ///< chunk size dist_chunk was measured with
+  /// Identity of the model the calibration was measured on: model_digest() of its checkpoint
+  /// (0 = not recorded: files of format version 1). Users of a calibration compare it with the
+  /// model they run (the CLI refuses a mismatch unless told otherwise).
+  uint64_t model_id = 0;
+  /// The .vqcal format version serialize() writes: 2 (the default), or 1 (no model_id field; only
+  /// with model_id == 0), which parse() sets for a version-1 file so that it re-serializes to the
+  /// same bytes.
+  int format_version = 2;
   /// (layer * groups() + group) * 2 + kv, groups() = shared_heads ? 1 : n_kv_heads.
   std::vector<CalibrationEntry> entries;
 
@@ -80,6 +88,14 @@ struct Calibration {
 /// The loaded calibration at `path`, shared: a file is read once per process and again only when
 /// its size or modification time changed. Thread-safe.
 std::shared_ptr<const Calibration> load_calibration_shared(const std::string& path);
+
+/// The identity a calibration records for a model: XXH64 (seed 0) of its checkpoint file's bytes
+/// (weights and shape header). Throws IoError when the file cannot be read.
+uint64_t model_digest(const std::string& checkpoint_path);
+
+/// Fewest calibration tokens (rows per stream) calibrate_model accepts: a basis of head_dim
+/// components needs at least head_dim rows, and the per-chunk table one whole chunk.
+int64_t min_calibration_tokens(int64_t head_dim, int64_t chunk_tokens);
 
 /// Fit one stream's entry on rows X [n, D] (n >= 1): mean, PCA, both distortion tables and the
 /// calibrated ranges. chunk_tokens >= 1.

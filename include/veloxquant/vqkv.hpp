@@ -91,6 +91,11 @@ struct VqkvReadOptions {
   /// Refuse files that would decode to more values than this (a crafted header could otherwise
   /// ask for an arbitrary allocation). 2^32 fp32 values = 16 GiB.
   int64_t max_values = int64_t{1} << 32;
+  /// Decompression-bomb bound: above `free_values` decoded values, refuse a file that declares
+  /// more than max_values_per_byte values per byte it holds. No file this library writes comes
+  /// near it except kvtc with (almost) every component dropped over very long chunks.
+  int64_t free_values = int64_t{1} << 26;
+  int64_t max_values_per_byte = int64_t{1} << 16;
   /// Verify every section checksum (parse always verifies the header checksum).
   bool verify_sections = true;
 };
@@ -107,11 +112,23 @@ struct VqkvArray {
 /// Called after each (layer, kind) block is encoded with (blocks done, blocks in total).
 using VqkvProgress = std::function<void(int64_t done, int64_t total)>;
 
+/// The values a codec can store: |x| <= max_abs (fp16 fields bound kivi, gear, svdq kind=v and
+/// the llama.cpp block scales; the PCA family stops at 1e30), with the reason in words.
+struct CodecRange {
+  double max_abs = 0;
+  const char* why = "";
+};
+namespace vqkv {
+CodecRange codec_value_range(const CacheConfig& config);
+}  // namespace vqkv
+
 /// Compress `data` (numel(shape) finite floats, C order) with a transform-family method.
 /// shape: [S, D], [H, S, D], [L, H, S, D] or [L, 2, H, S, D]; D must be >= 1, H >= 1, L >= 1.
 /// source_dtype records what the caller's array was (Float32, Float16 or BFloat16; Float64 is
 /// recorded as Float32). The same input gives the same bytes. Throws InvalidArgument for a bad
-/// shape, a non-transform method or NaN/Inf values.
+/// shape, a non-transform method, NaN/Inf values or a value outside codec_value_range() (the
+/// message names the value, its index in `shape` and the range), so that every file written
+/// decodes.
 std::vector<uint8_t> vqkv_compress(const float* data, const std::vector<int64_t>& shape,
                                    const CacheConfig& config,
                                    NpyDtype source_dtype = NpyDtype::Float32,
@@ -130,7 +147,9 @@ VqkvIndex vqkv_parse(const uint8_t* data, size_t size, const VqkvReadOptions& op
 /// Parse, verify and decode every section.
 VqkvArray vqkv_decompress(const uint8_t* data, size_t size, const VqkvReadOptions& opts = {});
 
-/// Whole-file helpers. Throw IoError when the file cannot be read or written.
+/// Whole-file helpers. Throw IoError when the file cannot be read or written. write_file_bytes
+/// is atomic: it writes a temporary file in the target's directory and renames it over `path`,
+/// so a failure leaves no partial file (and an existing file stays as it was).
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 

@@ -9,6 +9,13 @@
 
 namespace vq {
 
+namespace {
+// Where an update's s = 0 sits in the stream: its index s is relative to the update.
+std::string where(int64_t offset) {
+  return " of the update starting at position " + std::to_string(offset) + " (s counts from it)";
+}
+}  // namespace
+
 double CacheStats::get(const std::string& key, double fallback) const {
   for (const auto& [k, v] : extra)
     if (k == key) return v;
@@ -38,11 +45,11 @@ void KVCache::update(const Tensor& keys, const Tensor& values, const Tensor* que
     VQ_CHECK(q.B == s.B && q.S == s.S && q.D == s.D && q.H >= s.H && q.H % s.H == 0,
              InvalidArgument, id, ": queries ", q.str(), " do not match keys ", s.str(),
              "; expected [B, Hq, S, D] with Hq a positive multiple of H = ", s.H);
-    if (!queries->all_finite()) queries->check_finite(id + ": queries");
+    if (!queries->all_finite()) queries->check_finite(id + ": queries" + where(offset_));
   }
   // labels are built only on failure: the decode path stays allocation-free
-  if (!keys.all_finite()) keys.check_finite(id + ": keys");
-  if (!values.all_finite()) values.check_finite(id + ": values");
+  if (!keys.all_finite()) keys.check_finite(id + ": keys" + where(offset_));
+  if (!values.all_finite()) values.check_finite(id + ": values" + where(offset_));
   if (B_ == 0) {
     B_ = s.B;
     H_ = s.H;

@@ -50,6 +50,28 @@ void ProbeRing::push(int64_t pos, const float* key, const QueryRows& q, bool use
   }
 }
 
+namespace {
+
+// x[i] = exp(x[i] - mx) for i < n, every element through the same (vectorized) kernel. Eigen's
+// packet exp and its scalar fallback can differ in the last bit, and which elements of a Map
+// take the scalar path depends on the buffer's address and on n. So the values go through an
+// Eigen-owned (aligned) buffer padded to a whole number of packets, with -inf in the padding:
+// equal inputs give equal outputs wherever they sit, and ties stay ties.
+template <typename T>
+void exp_shifted(T* x, int64_t n, T mx) {
+  using Vec = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  thread_local Vec buf;
+  const int64_t padded = (n + 15) / 16 * 16;  // a multiple of every packet size (<= 64 bytes)
+  if (buf.size() < padded) buf.resize(padded);
+  Eigen::Map<Vec, Eigen::AlignedMax> b(buf.data(), padded);
+  b.head(n) = Eigen::Map<const Vec>(x, n);
+  b.tail(padded - n).setConstant(-std::numeric_limits<T>::infinity());
+  b = (b.array() - mx).exp();
+  Eigen::Map<Vec>(x, n) = b.head(n);
+}
+
+}  // namespace
+
 void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod) {
   if (n <= 0) return;
@@ -71,7 +93,7 @@ void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, in
     }
   }
   const double mx = o.maxCoeff();
-  o = (o.array() - mx).exp();
+  exp_shifted(out, n, mx);
   o /= o.sum();
 }
 
@@ -140,7 +162,7 @@ void window_attention(const store::RowSource& K, int64_t n, const int64_t* pos,
         if (pos[i] > p) t[i] = -std::numeric_limits<float>::infinity();
       const float mx = t.maxCoeff();
       if (mx == -std::numeric_limits<float>::infinity()) continue;  // sees nothing kept
-      t = (t.array() - mx).exp();
+      exp_shifted(s.prod.data(), n, mx);
       acc += t.cast<double>() * (1.0 / static_cast<double>(t.sum()));
     }
     acc /= static_cast<double>(G);

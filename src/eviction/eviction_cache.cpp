@@ -236,10 +236,25 @@ void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) 
   if (t_query.size() < D) t_query.resize(D);
   t_query.head(D) = Eigen::Map<const Eigen::VectorXf>(q, D);
   if (t_block.rows() < store::kReadBlock || t_block.cols() != D) t_block.resize(store::kReadBlock, D);
+  // Each row by the same fixed-order kernel (eight partial sums over d mod 8, the tail, then the
+  // partials combined in a fixed order): a matrix-vector product blocks rows by index and peels by
+  // address, so two equal rows could get logits that differ in the last bit; here equal rows get
+  // equal logits wherever they sit (ties stay ties, e.g. tova's).
+  const float* qv = t_query.data();
+  const int64_t D8 = D / 8 * 8;
   for (int64_t first = 0; first < n; first += store::kReadBlock) {
     const int64_t m = std::min(store::kReadBlock, n - first);
     K.read(first, m, t_block.data());
-    Eigen::Map<Eigen::VectorXf>(out + first, m).noalias() = t_block.topRows(m) * t_query.head(D);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* k = t_block.data() + i * D;
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t d = 0; d < D8; d += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += k[d + j] * qv[d + j];
+      float tail = 0.0f;
+      for (int64_t d = D8; d < D; ++d) tail += k[d] * qv[d];
+      out[first + i] =
+          ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+    }
   }
 }
 

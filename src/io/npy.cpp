@@ -15,6 +15,7 @@
 
 #include "veloxquant/errors.hpp"
 #include "veloxquant/tensor.hpp"
+#include "veloxquant/vqkv.hpp"
 
 namespace vq {
 
@@ -340,8 +341,8 @@ NpyDtype dtype_from_descr(std::string_view d, const NpyReadOptions& opts) {
     }
   }
   VQ_THROW(FormatError, "npy: unsupported dtype '", ds,
-           "'; supported: '<f2' (float16), '<f4' (float32), '<f8' (float64), '<i8', '<i4'"
-           " and '<u2' as bfloat16");
+           "'; KV data must be '<f2' (float16), '<f4' (float32), '<f8' (float64) or '<u2' "
+           "holding bfloat16 (the reader also takes '<i8' / '<i4' for position arrays)");
 }
 
 Header parse_header(std::string_view text, const NpyReadOptions& opts) {
@@ -506,12 +507,7 @@ std::vector<uint8_t> encode_npy(const NpyArray& a) {
 }
 
 void write_npy(const std::string& path, const NpyArray& a) {
-  const std::vector<uint8_t> img = encode_npy(a);
-  FilePtr f(std::fopen(path.c_str(), "wb"));
-  VQ_CHECK(f, IoError, "cannot open '", path, "' for writing: ", std::strerror(errno));
-  const bool ok = std::fwrite(img.data(), 1, img.size(), f.get()) == img.size();
-  const bool closed = std::fclose(f.release()) == 0;
-  VQ_CHECK(ok && closed, IoError, "failed writing '", path, "': ", std::strerror(errno));
+  write_file_bytes(path, encode_npy(a));  // atomic: temporary file + rename (vqkv.hpp)
 }
 
 namespace {

@@ -5,10 +5,15 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "coding/ggml_blocks.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 
@@ -185,7 +190,62 @@ std::unique_ptr<BlockCodec> codec_for(const VqkvHeader& h) {
   }
 }
 
+// The fewest bytes a section of S tokens of width W can take in a file this library writes:
+// exact for the fixed-rate formats (q8_0, q4_0, fp16), one byte per chunk (its token count) for
+// the chunked ones. Checked against each section's size before anything is decoded, so a header
+// that claims a huge S over a few bytes is refused at once instead of after the allocation.
+uint64_t min_section_bytes(const CacheConfig& c, int64_t S, int64_t W) {
+  if (S <= 0) return 0;
+  const uint64_t s = static_cast<uint64_t>(S), w = static_cast<uint64_t>(W);
+  const std::string& m = c.method();
+  if (m == "q8_0" || m == "q4_0")
+    return s * static_cast<uint64_t>(coding::ggml_row_bytes(
+                   m == "q8_0" ? coding::GgmlType::Q8_0 : coding::GgmlType::Q4_0, W));
+  if (m == "svdq" && c.get_string("kind") == "v") return 2 * s * w;  // fp16 rows
+  if (m == "kivi") {
+    // fp16 window: the tokens not in a full group beyond `residual`, 2 bytes per value.
+    const int64_t group = c.get_int("group"), residual = c.get_int("residual");
+    const int64_t q = S <= residual ? 0 : (S - residual) / group * group;
+    return 2 * static_cast<uint64_t>(S - q) * w + static_cast<uint64_t>(q / group);
+  }
+  for (const auto& o : find_method(m).options)
+    if (o.name == "chunk_tokens") {
+      const uint64_t chunk = static_cast<uint64_t>(c.get_int("chunk_tokens"));
+      return (s + chunk - 1) / chunk;
+    }
+  return 0;
+}
+
+// The position of flat index i in a C-order array of `shape`, as "[a, b, c]".
+std::string index_str(int64_t i, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] > 0 ? i % shape[d] : 0;
+    i = shape[d] > 0 ? i / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+
 }  // namespace
+
+CodecRange codec_value_range(const CacheConfig& config) {
+  const std::string& m = config.method();
+  // fp16 holds |x| <= 65504. kivi rounds its input to fp16 and keeps its residual window in
+  // fp16; gear stores outliers and the low-rank residual in fp16; svdq stores values (kind=v) in
+  // fp16. The llama.cpp blocks store one fp16 scale per 32 values: amax / 127 (q8_0) and
+  // amax / 8 (q4_0) must stay finite in fp16.
+  if (m == "kivi" || m == "gear") return {65504.0, "fp16 storage"};
+  if (m == "svdq" && config.get_string("kind") == "v")
+    return {65504.0, "fp16 values"};
+  if (m == "q8_0") return {65504.0 * 127.0, "an fp16 block scale of max|x| / 127"};
+  if (m == "q4_0") return {65504.0 * 8.0, "an fp16 block scale of max|x| / 8"};
+  // The PCA family keeps latents, means and quantizer ranges in fp32; squares and products of
+  // values near FLT_MAX overflow there, so the range stops well below it.
+  return {1e30, "fp32 latents and quantizer ranges"};
+}
+
 }  // namespace vqkv
 
 std::vector<uint8_t> vqkv_compress(const float* data, const std::vector<int64_t>& shape,
@@ -204,6 +264,25 @@ std::vector<uint8_t> vqkv_compress(const float* data, const std::vector<int64_t>
   VQ_CHECK(h.spec.size() <= kMaxSpecBytes, InvalidArgument, "vqkv: method spec of ", h.spec.size(),
            " bytes exceeds ", kMaxSpecBytes);
   VQ_CHECK(data != nullptr || h.numel() == 0, InvalidArgument, "vqkv_compress: null data");
+  // Refuse, before encoding, any value the codec cannot store: a file that its own decoder would
+  // refuse is never written. Named by its position in the caller's array.
+  {
+    const CodecRange r = codec_value_range(codec->config());
+    const float lim = static_cast<float>(r.max_abs);
+    const size_t n = static_cast<size_t>(h.numel());
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>(!(std::fabs(data[i]) <= lim));
+    if (bad)
+      for (size_t i = 0; i < n; ++i) {
+        const float v = data[i];
+        VQ_CHECK(std::isfinite(v), InvalidArgument, "vqkv: value ", v, " at ",
+                 index_str(static_cast<int64_t>(i), shape), " is NaN or Inf");
+        VQ_CHECK(std::fabs(v) <= lim, InvalidArgument, "vqkv: value ", v, " at ",
+                 index_str(static_cast<int64_t>(i), shape), " is outside the range of ",
+                 config.method(), " [-", r.max_abs, ", ", r.max_abs, "] (", r.why,
+                 "); scale the data down or use another method");
+      }
+  }
 
   // Encode every (layer, kind) block [H, S, D].
   const int64_t K = h.n_kinds();
@@ -348,6 +427,8 @@ VqkvIndex vqkv_parse(const uint8_t* data, size_t size, const VqkvReadOptions& op
            expect, " expected for L = ", h.L, ", ", h.n_kinds(), " kind(s), ", per_block,
            " per block");
   idx.sections.reserve(static_cast<size_t>(n_sections));
+  const int64_t width = codec->heads_coupled() ? h.H * h.D : h.D;
+  const uint64_t min_bytes = min_section_bytes(codec->config(), h.S, width);
   uint64_t offset = table_end + kChecksumBytes;
   const uint8_t* entry = p + kFixedHeaderBytes + spec_len;
   for (int64_t l = 0; l < h.L; ++l) {
@@ -376,6 +457,10 @@ VqkvIndex vqkv_parse(const uint8_t* data, size_t size, const VqkvReadOptions& op
         VQ_CHECK(s.size <= size - offset, FormatError, "vqkv: section ", i, " (layer ", l, ", ",
                  vqkv_kind_name(kind), ", head ", s.head, ") of ", s.size, " bytes at offset ",
                  offset, " runs past the end of the ", size, "-byte file (truncated)");
+        VQ_CHECK(s.size >= min_bytes, FormatError, "vqkv: section ", i, " (layer ", l, ", ",
+                 vqkv_kind_name(kind), ", head ", s.head, ") holds ", s.size,
+                 " bytes, but S = ", h.S, " tokens of width ", width, " need at least ",
+                 min_bytes, " with ", codec->method(), " (truncated, or a header that lies)");
         s.offset = offset;
         offset += s.size;
         idx.sections.push_back(s);
@@ -400,6 +485,14 @@ VqkvArray vqkv_decompress(const uint8_t* data, size_t size, const VqkvReadOption
   VqkvIndex idx = vqkv_parse(data, size, opts);
   const VqkvHeader& h = idx.header;
   const std::unique_ptr<BlockCodec> codec = vqkv::codec_for(h);
+  // Bound what the declared shape may cost relative to the bytes present, before allocating.
+  const double values = static_cast<double>(h.numel());
+  VQ_CHECK(values <= static_cast<double>(opts.free_values) ||
+               values <= static_cast<double>(size) * static_cast<double>(opts.max_values_per_byte),
+           FormatError, "vqkv: shape ", NpyArray{NpyDtype::Float32, h.shape(), {}}.shape_str(),
+           " declares ", h.numel(), " values in a file of ", size, " bytes: more than ",
+           opts.max_values_per_byte, " values per byte (decompression-bomb limit; raise "
+           "VqkvReadOptions::max_values_per_byte for such files)");
   VqkvArray out;
   out.header = h;
   out.shape = h.shape();
@@ -451,12 +544,80 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// Write a temporary file beside the target and rename it over the target only once every byte
+// is on disk: a failure (a full disk, a signal) never leaves a partial file under `path`, and a
+// reader sees either the old file or the new one.
+void write_via_rename(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string tmp = dir + "." + base + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  VQ_CHECK(fd >= 0, IoError, "cannot open '", path, "' for writing: cannot create a temporary file '",
+           tmp, "' in the same directory: ", std::strerror(errno));
+  // mkstemp creates the file 0600; give it the mode a plain open would (0666 minus the umask).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  (void)::fchmod(fd, static_cast<mode_t>(0666) & ~mask);
+  bool ok = true;
+  int err = 0;
+  size_t done = 0;
+  while (ok && done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = false;
+      err = n < 0 ? errno : ENOSPC;
+    } else {
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    ::unlink(tmp.c_str());
+    VQ_THROW(IoError, "cannot move the temporary file '", tmp, "' to '", path,
+             "': ", std::strerror(err));
+  }
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    VQ_THROW(IoError, "failed writing '", path, "' (", done, " of ", bytes.size(),
+             " bytes written to a temporary file, now removed; '", path,
+             "' is as it was): ", std::strerror(err));
+  }
+}
+
+}  // namespace
+
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
-  VQ_CHECK(f, IoError, "cannot open '", path, "' for writing: ", std::strerror(errno));
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size();
-  const bool closed = std::fclose(f.release()) == 0;
-  VQ_CHECK(ok && closed, IoError, "failed writing '", path, "': ", std::strerror(errno));
+  VQ_CHECK(!path.empty(), IoError, "cannot write a file with an empty name");
+  // Not a regular file (a device such as /dev/null or /dev/stdout, a FIFO): write to it in place;
+  // a rename would replace the device node itself.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+    VQ_CHECK(f, IoError, "cannot open '", path, "' for writing: ", std::strerror(errno));
+    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size();
+    const bool closed = std::fclose(f.release()) == 0;
+    VQ_CHECK(ok && closed, IoError, "failed writing '", path, "': ", std::strerror(errno));
+    return;
+  }
+  // A symlink is written through (its target is replaced), as a plain open would.
+  std::string target = path;
+  struct stat lst {};
+  if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real != nullptr) {
+      target = real;
+      std::free(real);
+    }
+  }
+  write_via_rename(target, bytes);
 }
 
 }  // namespace vq

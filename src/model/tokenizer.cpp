@@ -51,6 +51,12 @@ Tokenizer Tokenizer::load(const std::string& path, int64_t vocab_size) {
   int64_t pos = 4;
   while (vocab_size > 0 ? static_cast<int64_t>(pieces.size()) < vocab_size : pos < size) {
     const int64_t id = static_cast<int64_t>(pieces.size());
+    // A file that ends cleanly after its last piece, short of the model's vocabulary, is a whole
+    // tokenizer of another model: say so instead of "truncated".
+    VQ_CHECK(!(vocab_size > 0 && pos == size && id >= 3), FormatError, "tokenizer '", path,
+             "' holds ", id, " pieces but the model's vocabulary has ", vocab_size,
+             ": it belongs to another model (pass the tokenizer of this model, e.g. tok",
+             vocab_size, ".bin)");
     VQ_CHECK(size - pos >= 8, FormatError, "tokenizer '", path, "' is truncated inside piece ", id,
              vocab_size > 0 ? detail::cat(" of ", vocab_size) : std::string(),
              " (its score/length fields need 8 bytes, ", size - pos, " left)");
@@ -73,8 +79,9 @@ Tokenizer Tokenizer::load(const std::string& path, int64_t vocab_size) {
     scores.push_back(score);
   }
   VQ_CHECK(pos == size, FormatError, "tokenizer '", path, "' has ", size - pos,
-           " bytes after its last piece (", pieces.size(),
-           " pieces read): padded file or wrong vocab_size");
+           " bytes after its last piece (", pieces.size(), " pieces read",
+           vocab_size > 0 ? detail::cat(", the model's vocabulary size") : std::string(),
+           "): a tokenizer with a larger vocabulary (another model's?) or a padded file");
   VQ_CHECK(pieces.size() >= 3, FormatError, "tokenizer '", path, "' holds ", pieces.size(),
            " pieces; at least 3 (<unk>, BOS, EOS) are required");
   Tokenizer t = from_pieces(std::move(pieces), std::move(scores));

@@ -23,8 +23,9 @@ namespace vq {
 namespace {
 
 constexpr uint8_t kMagic[8] = {0x89, 'V', 'Q', 'C', 'A', 'L', '\r', '\n'};
-constexpr uint16_t kVersion = 1;
-constexpr size_t kFixedBytes = 48;  // magic .. n_entries
+constexpr uint16_t kVersion = 2;     // 2 adds model_id; version 1 files are still read
+constexpr size_t kFixedBytesV1 = 48;  // magic .. n_entries
+constexpr size_t kFixedBytes = 56;    // magic .. n_entries, model_id
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxHeads = 4096;
 constexpr int64_t kMaxHeadDim = 1024;
@@ -154,8 +155,11 @@ std::vector<uint8_t> Calibration::serialize() const {
   const uint64_t D = static_cast<uint64_t>(head_dim);
   std::vector<uint8_t> out;
   out.reserve(kFixedBytes + static_cast<size_t>(n_entries) * entry_bytes(D) + 8);
+  VQ_CHECK(format_version == kVersion || (format_version == 1 && model_id == 0), InvalidArgument,
+           "calibration: format_version ", format_version, " with model_id ", model_id,
+           " cannot be written (version ", kVersion, ", or 1 without a model_id)");
   out.insert(out.end(), kMagic, kMagic + 8);
-  coding::put_u16(out, kVersion);
+  coding::put_u16(out, static_cast<uint16_t>(format_version));
   coding::put_u16(out, shared_heads ? 1 : 0);
   coding::put_u8(out, static_cast<uint8_t>(rope));
   for (int i = 0; i < 3; ++i) coding::put_u8(out, 0);
@@ -165,6 +169,7 @@ std::vector<uint8_t> Calibration::serialize() const {
   put_u32(out, static_cast<uint32_t>(chunk_tokens));
   put_u64(out, static_cast<uint64_t>(tokens));
   put_u64(out, static_cast<uint64_t>(n_entries));
+  if (format_version >= 2) put_u64(out, model_id);
   for (size_t i = 0; i < entries.size(); ++i) {
     const CalibrationEntry& e = entries[i];
     check_entry_shape(e, head_dim, i);
@@ -191,18 +196,22 @@ uint64_t Calibration::id() const {
 bool Calibration::operator==(const Calibration& o) const {
   return n_layers == o.n_layers && n_kv_heads == o.n_kv_heads && head_dim == o.head_dim &&
          rope == o.rope && shared_heads == o.shared_heads && tokens == o.tokens &&
-         chunk_tokens == o.chunk_tokens && entries == o.entries;
+         chunk_tokens == o.chunk_tokens && model_id == o.model_id && entries == o.entries;
 }
 
 Calibration Calibration::parse(const uint8_t* data, size_t size) {
-  VQ_CHECK(size >= kFixedBytes + 8, FormatError, "calibration file: ", size,
-           " bytes is shorter than the fixed header and checksum (", kFixedBytes + 8,
+  VQ_CHECK(size >= kFixedBytesV1 + 8, FormatError, "calibration file: ", size,
+           " bytes is shorter than the fixed header and checksum (", kFixedBytesV1 + 8,
            " bytes; truncated)");
   VQ_CHECK(std::memcmp(data, kMagic, 8) == 0, FormatError,
            "calibration file: bad magic (not a .vqcal file)");
   const uint16_t version = static_cast<uint16_t>(data[8] | (data[9] << 8));
-  VQ_CHECK(version == kVersion, FormatError, "calibration file: version ", version,
-           " is not supported (this build reads version ", kVersion, ")");
+  VQ_CHECK(version == 1 || version == kVersion, FormatError, "calibration file: version ",
+           version, " is not supported (this build reads versions 1 and ", kVersion, ")");
+  const size_t fixed = version == 1 ? kFixedBytesV1 : kFixedBytes;
+  VQ_CHECK(size >= fixed + 8, FormatError, "calibration file: ", size,
+           " bytes is shorter than the version ", version, " fixed header and checksum (",
+           fixed + 8, " bytes; truncated)");
   const uint64_t stored = get_u64(data + size - 8);
   const uint64_t actual = vqkv::xxh64(data, size - 8);
   VQ_CHECK(stored == actual, FormatError, "calibration file: checksum mismatch (stored ",
@@ -241,10 +250,12 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
            " but n_layers * groups * 2 = ", expect_entries);
   // Sizes before allocation: the limits above keep this product far below 2^64.
   const uint64_t body = n_entries * entry_bytes(D);
-  VQ_CHECK(size == kFixedBytes + body + 8, FormatError, "calibration file: ", size,
-           " bytes, but the header implies ", kFixedBytes + body + 8, " (", n_entries,
+  VQ_CHECK(size == fixed + body + 8, FormatError, "calibration file: ", size,
+           " bytes, but the header implies ", fixed + body + 8, " (", n_entries,
            " entries of ", entry_bytes(D), " bytes)");
-  coding::ByteReader in(data, size - 8, kFixedBytes);
+  c.model_id = version == 1 ? 0 : get_u64(data + kFixedBytesV1);
+  c.format_version = version;
+  coding::ByteReader in(data, size - 8, fixed);
   const size_t d = D, t = d * kCalibWidths;
   c.entries.resize(static_cast<size_t>(n_entries));
   for (size_t i = 0; i < c.entries.size(); ++i) {
@@ -482,6 +493,17 @@ class CaptureCache final : public Fp32RowsCache {
 
 }  // namespace
 
+uint64_t model_digest(const std::string& checkpoint_path) {
+  const std::vector<uint8_t> b = read_file_bytes(checkpoint_path);
+  return vqkv::xxh64(b.data(), b.size());
+}
+
+int64_t min_calibration_tokens(int64_t head_dim, int64_t chunk_tokens) {
+  // Centred rows of n tokens span at most n - 1 directions: D components need D + 1 rows; the
+  // per-chunk distortion table is measured on whole chunks.
+  return std::max(head_dim + 1, chunk_tokens);
+}
+
 Calibration calibrate_model(const Model& model, const std::vector<std::vector<int32_t>>& windows,
                             const CalibrateOptions& opt) {
   const ModelConfig& mc = model.config();
@@ -489,6 +511,13 @@ Calibration calibrate_model(const Model& model, const std::vector<std::vector<in
   VQ_CHECK(!windows.empty(), InvalidArgument, "calibrate: no calibration windows (no tokens)");
   VQ_CHECK(opt.chunk_tokens >= 1 && opt.chunk_tokens <= kMaxChunk, InvalidArgument,
            "calibrate: chunk_tokens = ", opt.chunk_tokens, " is outside [1, ", kMaxChunk, "]");
+  int64_t n_tokens = 0;
+  for (const auto& w : windows) n_tokens += static_cast<int64_t>(w.size());
+  const int64_t need = min_calibration_tokens(D, opt.chunk_tokens);
+  VQ_CHECK(n_tokens >= need, InvalidArgument, "calibrate: ", n_tokens,
+           " calibration tokens (BOS included) are too few: a basis of head_dim ", D,
+           " components with chunk_tokens ", opt.chunk_tokens, " needs at least ", need,
+           " (give more text or a larger --max-tokens)");
   VQ_CHECK(D <= kMaxHeadDim, InvalidArgument, "calibrate: head_dim ", D,
            " exceeds the .vqcal limit ", kMaxHeadDim);
   // rows[(layer * H + head) * 2 + kv]: every captured row of that stream, [n, D].

@@ -1,5 +1,7 @@
 #include "transform/method_common.hpp"
 
+#include <algorithm>
+
 #include "codecs/pca_codec.hpp"
 #include "coding/bit_allocation.hpp"
 #include "veloxquant/errors.hpp"
@@ -41,10 +43,19 @@ PcaSettings pca_settings(const CacheConfig& c, int64_t head_dim, AllocRule rule,
   s.bit_budget = b == 0 ? 4 * head_dim : b;
   s.entropy = c.get_string("entropy") == "auto" ? coding::EntropyPolicy::Auto
                                                 : coding::EntropyPolicy::Huffman;
+  int64_t max_bits = coding::kMaxQuantBits;
   if (s.rule == AllocRule::Dp || s.rule == AllocRule::Waterfill) {
     s.bit_choices = coding::normalize_bit_choices(c.get_int_list("bit_choices"));
     s.beta = c.get_float("beta");
+    max_bits = *std::max_element(s.bit_choices.begin(), s.bit_choices.end());
   }
+  // A budget no allocation can spend is a mistake (typically an example written for head_dim
+  // 128 run on a small model), not a request to silently spend less.
+  VQ_CHECK(s.bit_budget <= max_bits * head_dim, InvalidArgument, c.method(), ": bit_budget = ",
+           s.bit_budget, " asks ", static_cast<double>(s.bit_budget) / static_cast<double>(head_dim),
+           " bits per value on head_dim ", head_dim, ", more than the widest bit choice (",
+           max_bits, ") can spend; use bit_budget <= ", max_bits * head_dim,
+           " (bits per token; e.g. ", 4 * head_dim, " for 4 bits per value)");
   return s;
 }
 

@@ -1,6 +1,7 @@
 // tova: the token with the lowest attention weight at the current step leaves; no accumulation.
 #include <gtest/gtest.h>
 
+#include "eviction/attention_window.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/family_util.hpp"
 #include "test_util.hpp"
@@ -69,3 +70,33 @@ TEST(Tova, ScoresAreTheCurrentStepOnlyNotAccumulated) {
 }
 
 }  // namespace
+
+// Issue 16: equal logits must give equal weights wherever they sit. Eigen's packet exp and its
+// scalar fallback can differ in the last bit, and which elements took which path depended on the
+// scratch buffer's address and on n; ties were then decided by heap alignment.
+TEST(Tova, EqualLogitsGetBitIdenticalWeightsAtEveryIndexAndLength) {
+  vq::Rng rng(77);
+  const int64_t D = 8;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::vector<float> u(D), w(D), q(D);
+    for (int64_t d = 0; d < D; ++d) {
+      u[d] = static_cast<float>(rng.normal() * 3.0);
+      w[d] = static_cast<float>(rng.normal());
+      q[d] = static_cast<float>(rng.normal());
+    }
+    for (int64_t n = 2; n <= 41; ++n) {
+      // Every row but one holds the same key w; row n / 2 holds u.
+      vq::eviction::RowMatF K(n, D);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t d = 0; d < D; ++d) K(i, d) = i == n / 2 ? u[d] : w[d];
+      vq::eviction::AttnScratch s;
+      vq::eviction::step_attention(K, n, q.data(), vq::eviction::QueryRows{}, false, s);
+      const double tie = s.out[n / 2 == 0 ? 1 : 0];
+      for (int64_t i = 0; i < n; ++i) {
+        if (i == n / 2) continue;
+        ASSERT_EQ(s.out[static_cast<size_t>(i)], tie)
+            << "trial " << trial << ", n = " << n << ", row " << i;
+      }
+    }
+  }
+}

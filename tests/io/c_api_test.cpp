@@ -159,3 +159,36 @@ TEST(CApi, LastErrorIsPerThread) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 16: vq_compress refuses a value its codec cannot store (so every blob it returns
+// decodes), with the value, its position and the range in vq_last_error().
+TEST(CApi, CompressRefusesValuesOutsideTheCodecRange) {
+  const int64_t shape[3] = {2, 64, 16};
+  std::vector<float> x(2 * 64 * 16, 0.25f);
+  x[(1 * 64 + 5) * 16 + 3] = 7e4f;
+  uint8_t* blob = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(vq_compress(x.data(), shape, 3, "kivi", &blob, &size), VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(blob, nullptr);
+  const std::string msg = vq_last_error();
+  EXPECT_NE(msg.find("value 70000 at [1, 5, 3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[-65504, 65504]"), std::string::npos) << msg;
+  x[(1 * 64 + 5) * 16 + 3] = 1e38f;
+  EXPECT_EQ(vq_compress(x.data(), shape, 3, "q8_0", &blob, &size), VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vq_last_error()).find("outside the range of q8_0"), std::string::npos)
+      << vq_last_error();
+  // Inside the range: compressed and decoded, finite.
+  x[(1 * 64 + 5) * 16 + 3] = 6e4f;
+  ASSERT_EQ(vq_compress(x.data(), shape, 3, "kivi", &blob, &size), VQ_OK) << vq_last_error();
+  float* values = nullptr;
+  int64_t out_shape[5];
+  int ndim = 0;
+  ASSERT_EQ(vq_decompress(blob, size, &values, out_shape, &ndim), VQ_OK) << vq_last_error();
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_TRUE(std::isfinite(values[i]));
+  vq_free(values);
+  vq_free(blob);
+}
+
+}  // namespace

@@ -159,8 +159,8 @@ TEST(Calibration, HostileFilesAreRefused) {
   }
   {
     std::vector<uint8_t> f = good;
-    f[8] = 2;
-    expect_format_error([&] { parse(f); }, "version 2");
+    f[8] = 3;
+    expect_format_error([&] { parse(f); }, "version 3");
   }
   // Lying fields with a valid checksum: each is caught by its own check, before allocation.
   {
@@ -191,7 +191,7 @@ TEST(Calibration, HostileFilesAreRefused) {
   {
     // The first variance (f64 after mean and basis) made negative.
     std::vector<uint8_t> f = good;
-    const size_t at = 48 + 4 * D + 4 * D * D + 7;
+    const size_t at = 56 + 4 * D + 4 * D * D + 7;  // entries start at 56 (version 2)
     f[at] |= 0x80;
     reseal(f);
     expect_format_error([&] { parse(f); }, "variances");
@@ -199,7 +199,7 @@ TEST(Calibration, HostileFilesAreRefused) {
   {
     // A basis entry scaled: no longer orthonormal.
     std::vector<uint8_t> f = good;
-    const size_t at = 48 + 4 * D + 3;
+    const size_t at = 56 + 4 * D + 3;
     f[at] = static_cast<uint8_t>(f[at] + 1);
     reseal(f);
     expect_format_error([&] { parse(f); }, "orthonormal");
@@ -211,6 +211,40 @@ TEST(Calibration, HostileFilesAreRefused) {
     expect_format_error([&] { parse(f); }, "implies");
   }
   EXPECT_THROW(Calibration::load(temp_path("missing.vqcal")), IoError);
+}
+
+// Issue 16: a calibration records the model it was measured on (format version 2); version 1
+// files (no model_id) are still read and re-serialize to their own bytes.
+TEST(CalibrationFile, RecordsTheModelIdAndStillReadsVersion1) {
+  const int64_t D = 4;
+  const RowMatD Q = RowMatD::Identity(D, D);
+  Calibration c = synthetic_calibration(1, 1, D, Q, 3, 200, 16);
+  c.model_id = 0x1234abcd5678ef90ull;
+  const std::vector<uint8_t> v2 = c.serialize();
+  EXPECT_EQ(v2[8], 2);
+  const Calibration back = Calibration::parse(v2.data(), v2.size());
+  EXPECT_EQ(back.model_id, c.model_id);
+  EXPECT_EQ(back.format_version, 2);
+  EXPECT_TRUE(back == c);
+  // Another model id is another calibration (a different id / checksum).
+  Calibration other = c;
+  other.model_id = 7;
+  EXPECT_FALSE(other == c);
+  EXPECT_NE(other.id(), c.id());
+  // Version 1: 8 bytes shorter, model_id 0 on reading, the same bytes when written again.
+  Calibration old = c;
+  old.model_id = 0;
+  old.format_version = 1;
+  const std::vector<uint8_t> v1 = old.serialize();
+  EXPECT_EQ(v1[8], 1);
+  EXPECT_EQ(v1.size() + 8, v2.size());
+  const Calibration back1 = Calibration::parse(v1.data(), v1.size());
+  EXPECT_EQ(back1.model_id, 0u);
+  EXPECT_EQ(back1.format_version, 1);
+  EXPECT_EQ(back1.serialize(), v1);
+  // A model id cannot be written in the version-1 layout.
+  old.model_id = 5;
+  EXPECT_THROW(old.serialize(), InvalidArgument);
 }
 
 TEST(CalibrationAlloc, TableDpEqualsAnalyticDpOnAnAnalyticTable) {
