@@ -90,7 +90,8 @@ TEST(Tova, EqualLogitsGetBitIdenticalWeightsAtEveryIndexAndLength) {
       for (int64_t i = 0; i < n; ++i)
         for (int64_t d = 0; d < D; ++d) K(i, d) = i == n / 2 ? u[d] : w[d];
       vq::eviction::AttnScratch s;
-      vq::eviction::step_attention(K, n, q.data(), vq::eviction::QueryRows{}, false, s);
+      vq::eviction::step_attention(vq::store::Fp32Rows(K.data(), n, D), n, q.data(),
+                                   vq::eviction::QueryRows{}, false, s);
       const double tie = s.out[n / 2 == 0 ? 1 : 0];
       for (int64_t i = 0; i < n; ++i) {
         if (i == n / 2) continue;

@@ -29,7 +29,7 @@ std::vector<float> randn(size_t n, uint64_t seed) {
 std::vector<std::string> transform_specs() {
   std::vector<std::string> specs;
   for (const auto& m : vq::methods())
-    if (m.family == vq::Family::Transform) specs.push_back(m.id);
+    if (m.family == vq::Family::Transform && m.make_codec) specs.push_back(m.id);  // with a storage form
   specs.push_back("svdq:kind=v");
   return specs;
 }

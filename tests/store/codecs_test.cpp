@@ -214,6 +214,7 @@ double error_bound(const std::string& id, int kv) {
   };
   if (id == "svdq" && kv == 1) return 1e-3;  // values at fp16 (error against fp16 inputs: 0)
   if (id == "bf16") return 4e-3;              // 8 significant bits: at most 2^-9 per value
+  if (id == "f32") return 5e-4;               // exact; the error is the fp16 rounding of the reference
   const auto it = b.find(id);
   return it == b.end() ? 0.0 : it->second;
 }
@@ -602,7 +603,7 @@ PcaCompare compare_with_block_codec(const std::string& spec, int64_t D, int64_t 
 }
 
 TEST(PcaCodec, ReproducesTheStorageCoderDecode) {
-  for (const char* spec : {"kvtc", "kvtc:bit_budget=200,chunk_tokens=64", "kvtc:alloc=waterfill",
+  for (const char* spec : {"kvtc", "kvtc:bit_budget=160,chunk_tokens=64", "kvtc:alloc=waterfill",
                            "kvtc:entropy=auto", "uniform", "svdq_split", "palu", "palu:rank=16",
                            "spectralquant", "svdq"}) {
     for (int64_t D : {int64_t{64}, int64_t{128}, int64_t{20}}) {
