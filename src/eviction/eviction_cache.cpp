@@ -5,31 +5,15 @@
 #include <cstring>
 #include <set>
 
+#include "store/buffers.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 
 namespace vq::eviction {
 
-namespace {
-
-template <typename T>
-int64_t cap_bytes(const std::vector<T>& v) {
-  return static_cast<int64_t>(v.capacity() * sizeof(T));
-}
-
-/// Resize to n with geometric capacity growth (amortized O(1) per appended slot).
-template <typename T>
-void grow_to(std::vector<T>& v, size_t n) {
-  if (n > v.capacity()) v.reserve(std::max(n, v.capacity() + v.capacity() / 2 + 8));
-  v.resize(n);
-}
-
-template <typename T>
-void maybe_shrink(std::vector<T>& v) {
-  if (v.capacity() > 64 && v.size() < v.capacity() / 2) v.shrink_to_fit();
-}
-
-}  // namespace
+using store::cap_bytes;
+using store::grow_to;
+using store::maybe_shrink;
 
 EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budget, int64_t n_sink)
     : KVCache(std::move(config), ctx), budget_(budget), n_sink_(n_sink) {

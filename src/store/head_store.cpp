@@ -4,31 +4,11 @@
 #include <cstring>
 #include <numeric>
 
+#include "store/buffers.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq::store {
 
-namespace {
-
-template <typename T>
-int64_t cap_bytes(const std::vector<T>& v) {
-  return static_cast<int64_t>(v.capacity() * sizeof(T));
-}
-
-/// Grow to n elements with geometric capacity (amortized O(1) appends, capacity <= 2x size).
-template <typename T>
-void grow_to(std::vector<T>& v, size_t n) {
-  if (n > v.capacity()) v.reserve(std::max(n, v.capacity() + v.capacity() / 2 + 8));
-  v.resize(n);
-}
-
-/// Release capacity once less than half of it is used (memory follows the rows held).
-template <typename T>
-void maybe_shrink(std::vector<T>& v) {
-  if (v.capacity() > 64 && v.size() < v.capacity() / 2) v.shrink_to_fit();
-}
-
-}  // namespace
 
 StoreBytes& StoreBytes::operator+=(const StoreBytes& o) {
   content += o.content;
