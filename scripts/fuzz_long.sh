@@ -19,6 +19,8 @@ SECONDS_MAX="${VQ_FUZZ_SECONDS:-3600}"
 PARALLEL="${VQ_FUZZ_PARALLEL:-$(nproc)}"
 SANITIZE="${VQ_FUZZ_SANITIZE:-ON}"
 JOBS="${VQ_JOBS:-$(nproc)}"
+# targets that go through a temporary file run several times faster with it in memory
+if [[ -z "${TMPDIR:-}" && -d /dev/shm && -w /dev/shm ]]; then export TMPDIR=/dev/shm; fi
 
 CXX_BIN=""
 for c in clang++-14 clang++; do
