@@ -345,6 +345,7 @@ void HeadStore::settle() {
 void HeadStore::read(int kv, int64_t first, int64_t n, float* out) const {
   VQ_CHECK(first >= 0 && n >= 0 && first + n <= size(), InvalidArgument, "HeadStore::read: rows [",
            first, ", ", first + n, ") are outside [0, ", size(), ")");
+  if (n == 0) return;  // nothing to decode (the buffers may be unallocated)
   const RowCodec& cd = *codec_[kv];
   if (!chunked()) {  // pool row i is slot i
     cd.decode(nullptr, pool_[kv].data() + first * cd.row_bytes(), n, out);

@@ -147,10 +147,10 @@ class Fp32Codec final : public RowCodec {
   explicit Fp32Codec(int64_t dim) : RowCodec(dim) {}
   int64_t row_bytes() const override { return 4 * dim(); }
   void encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) override {
-    std::memcpy(codes, rows, sizeof(float) * static_cast<size_t>(n * dim()));
+    if (n > 0) std::memcpy(codes, rows, sizeof(float) * static_cast<size_t>(n * dim()));
   }
   void decode(const uint8_t*, const uint8_t* codes, int64_t n, float* out) const override {
-    std::memcpy(out, codes, sizeof(float) * static_cast<size_t>(n * dim()));
+    if (n > 0) std::memcpy(out, codes, sizeof(float) * static_cast<size_t>(n * dim()));
   }
 };
 
