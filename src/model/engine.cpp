@@ -290,11 +290,14 @@ struct Engine::Impl {
       KVCache& cache = *caches[static_cast<size_t>(l)];
       int64_t qblock = 32;
       const bool round_q = cache.quantizes_queries(&qblock);
-      Qk = Q;  // the queries K is multiplied with (rounded to q8_0 when the cache asks)
-      if (round_q)
+      const RowMatF* Qs = &Q;  // the queries K is multiplied with (rounded to q8_0 when asked)
+      if (round_q) {
+        Qk = Q;
         for (int64_t s = 0; s < S; ++s)
           for (int64_t h = 0; h < Hq; ++h)
             round_query_q8(Qk.row(s).data() + h * D, Qk.row(s).data() + h * D, qblock);
+        Qs = &Qk;
+      }
       // The chunk's own rows as attention sees them: at fp16, the precision the cache keeps new
       // rows at (so that prefilling a chunk and stepping through it agree for `full`).
       Krh = Kr.unaryExpr([](float x) { return round_to_fp16(x); });
@@ -315,9 +318,9 @@ struct Engine::Impl {
             const int64_t cnt = std::min(store::kReadBlock, n_old - first);
             read_keys(*Ko, po, pre, first, cnt, Kblk.data());
             P.middleCols(first, cnt).noalias() =
-                Qk.middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
+                Qs->middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
           }
-          P.rightCols(S).noalias() = Qk.middleCols(h * D, D) * Krh.middleCols(kh * D, D).transpose();
+          P.rightCols(S).noalias() = Qs->middleCols(h * D, D) * Krh.middleCols(kh * D, D).transpose();
           P *= scale;
           for (int64_t s = 0; s < S; ++s) {  // causal: chunk token s sees old rows + chunk 0..s
             const int64_t valid = n_old + s + 1;

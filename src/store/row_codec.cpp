@@ -26,15 +26,6 @@ inline uint16_t load_u16(const uint16_t* p) {
   return v;
 }
 
-/// vq::fp32_to_bf16, inlined so the bulk loop need not call out per value.
-inline uint16_t to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
-  const uint32_t lsb = (x >> 16) & 1u;
-  x += 0x7FFFu + lsb;
-  return static_cast<uint16_t>(x >> 16);
-}
 
 }  // namespace
 
@@ -73,7 +64,7 @@ void fp16_to_fp32_n(const uint16_t* src, float* dst, int64_t n) {
 }
 
 void fp32_to_bf16_n(const float* src, uint16_t* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) store_u16(dst + i, to_bf16(src[i]));
+  for (int64_t i = 0; i < n; ++i) store_u16(dst + i, vq::fp32_to_bf16(src[i]));
 }
 
 void bf16_to_fp32_n(const uint16_t* src, float* dst, int64_t n) {
