@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli_util.hpp"
+#include "io/vqkv.hpp"
 #include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
@@ -30,17 +31,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return vq::NpyArray{vq::NpyDtype::Float32, s, {}}.shape_str();
 }
 
-// The position of flat index i in a C-order array of `shape`, as "[a, b, c]".
-std::string index_str(int64_t i, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = shape[d] > 0 ? i % shape[d] : 0;
-    i = shape[d] > 0 ? i / shape[d] : 0;
-  }
-  std::string s = "[";
-  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
-  return s + "]";
-}
+using vq::vqkv::index_str;
 
 // float16 holds |x| <= 65504 (anything from 65520 on rounds to Inf). Refuse values beyond it,
 // naming the first and the count, or clamp them when asked.

@@ -216,17 +216,6 @@ uint64_t min_section_bytes(const CacheConfig& c, int64_t S, int64_t W) {
   return 0;
 }
 
-// The position of flat index i in a C-order array of `shape`, as "[a, b, c]".
-std::string index_str(int64_t i, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = shape[d] > 0 ? i % shape[d] : 0;
-    i = shape[d] > 0 ? i / shape[d] : 0;
-  }
-  std::string s = "[";
-  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
-  return s + "]";
-}
 
 }  // namespace
 
@@ -244,6 +233,18 @@ CodecRange codec_value_range(const CacheConfig& config) {
   // The PCA family keeps latents, means and quantizer ranges in fp32; squares and products of
   // values near FLT_MAX overflow there, so the range stops well below it.
   return {1e30, "fp32 latents and quantizer ranges"};
+}
+
+// (declared in io/vqkv.hpp) The position of flat index i in a C-order array of `shape`, as "[a, b, c]".
+std::string index_str(int64_t i, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = shape[d] > 0 ? i % shape[d] : 0;
+    i = shape[d] > 0 ? i / shape[d] : 0;
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < idx.size(); ++d) s += (d ? ", " : "") + std::to_string(idx[d]);
+  return s + "]";
 }
 
 }  // namespace vqkv

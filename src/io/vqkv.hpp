@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "veloxquant/vqkv.hpp"
 
@@ -49,5 +51,8 @@ uint64_t xxh64(const void* data, size_t size);
 inline uint64_t checksum_offset(uint64_t spec_len, uint64_t n_sections) {
   return kFixedHeaderBytes + spec_len + kEntryBytes * n_sections;
 }
+
+/// The position of flat index i in a C-order array of `shape`, as "[a, b, c]".
+std::string index_str(int64_t i, const std::vector<int64_t>& shape);
 
 }  // namespace vq::vqkv
