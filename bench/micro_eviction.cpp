@@ -15,8 +15,10 @@ void run_cache(benchmark::State& state, const std::string& spec_prefix) {
   const int64_t extra = 128;
   const auto k = vq::bench::realistic_kv(n + extra, D, 1, true);
   const auto v = vq::bench::realistic_kv(n + extra, D, 2, false);
-  auto cache = vq::make_cache(spec_prefix + (spec_prefix == "full" ? "" : ":budget=" + std::to_string(n)), D);
-  cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D), vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
+  auto cache = vq::make_cache(
+      spec_prefix + (spec_prefix == "full" ? "" : ":budget=" + std::to_string(n)), D);
+  cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D),
+                vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
   std::vector<vq::Tensor> ks, vs;
   for (int64_t s = 0; s < extra; ++s) {
     ks.push_back(vq::Tensor::from_fp32(k.data() + (n + s) * D, 1, 1, 1, D));
@@ -30,8 +32,12 @@ void run_cache(benchmark::State& state, const std::string& spec_prefix) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_H2O(benchmark::State& s) { run_cache(s, "h2o"); }
-void BM_CurdkvFast(benchmark::State& s) { run_cache(s, "curdkv"); }
+void BM_H2O(benchmark::State& s) {
+  run_cache(s, "h2o");
+}
+void BM_CurdkvFast(benchmark::State& s) {
+  run_cache(s, "curdkv");
+}
 
 void BM_LeverageReference(benchmark::State& state) {
   const int64_t n = state.range(0), D = state.range(1);

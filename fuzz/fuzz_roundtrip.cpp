@@ -14,8 +14,9 @@
 //         |x - x_hat| <= 0.5 * d * (1 + 2^-10) + 127 * |d - fp16(d)| + 2^-24 * 128 per value,
 //         bounded here by 0.51 * amax_row / 127 + 127 * amax_row / 127 * 2^-11 + 1e-5;
 //       kvtc at 8 bits for every component (bit_budget = 8 D, bit_choices = 0,8): each latent is
-//         quantized by a min/max quantizer with 255 steps, and |latent| <= R = max_t ||x_t - mean||,
-//         so the per-token L2 error is <= sqrt(D) * 2R / 510 (plus fp32 slack 1e-4 (R + max|x|));
+//         quantized by a min/max quantizer with 255 steps, and |latent| <= R = max_t ||x_t -
+//         mean||, so the per-token L2 error is <= sqrt(D) * 2R / 510 (plus fp32 slack 1e-4 (R +
+//         max|x|));
 //       kvtc at its default budget (lossy, components may get 0 bits): decoded tokens keep
 //         ||x_hat_t - mean|| <= sqrt(D) * R, so the per-token error is <= (1 + sqrt(D)) R + slack.
 #include <algorithm>
@@ -34,7 +35,9 @@
 
 namespace {
 
-uint8_t byte_at(const uint8_t* data, size_t size, size_t i) { return i < size ? data[i] : 0; }
+uint8_t byte_at(const uint8_t* data, size_t size, size_t i) {
+  return i < size ? data[i] : 0;
+}
 
 }  // namespace
 
@@ -89,9 +92,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   b = codec->encode(x.data(), H, S);
   VQ_FUZZ_ASSERT(a.sections.size() == b.sections.size(), spec);
   for (size_t i = 0; i < a.sections.size(); ++i) {
-    VQ_FUZZ_ASSERT(a.sections[i].bytes == b.sections[i].bytes, spec + ": encode is not deterministic");
-    VQ_FUZZ_ASSERT(a.sections[i].breakdown.total() == static_cast<int64_t>(a.sections[i].bytes.size()),
-                   spec + ": byte breakdown does not add up");
+    VQ_FUZZ_ASSERT(a.sections[i].bytes == b.sections[i].bytes,
+                   spec + ": encode is not deterministic");
+    VQ_FUZZ_ASSERT(
+        a.sections[i].breakdown.total() == static_cast<int64_t>(a.sections[i].bytes.size()),
+        spec + ": byte breakdown does not add up");
   }
   std::vector<float> y(n, std::numeric_limits<float>::quiet_NaN());
   if (!vq::fuzz::refused_cleanly([&] { codec->decode(a, y.data()); })) {
@@ -134,13 +139,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           }
         }
         const double lim = 0.51 * row_amax / 127 + row_amax * std::ldexp(1.0, -11) + 1e-5;
-        VQ_FUZZ_ASSERT(emax <= lim, spec + ": error " + std::to_string(emax) + " > " + std::to_string(lim));
+        VQ_FUZZ_ASSERT(emax <= lim,
+                       spec + ": error " + std::to_string(emax) + " > " + std::to_string(lim));
       } else {
         const double slack = 1e-4 * (R + amax) + 1e-6;
-        const double lim = bound == Bound::KvtcFull ? std::sqrt(static_cast<double>(D)) * 2 * R / 510 + slack
-                                                    : (1 + std::sqrt(static_cast<double>(D))) * R + slack;
-        VQ_FUZZ_ASSERT(std::sqrt(e2) <= lim, spec + ": token error " + std::to_string(std::sqrt(e2)) +
-                                                 " > " + std::to_string(lim));
+        const double lim = bound == Bound::KvtcFull
+                               ? std::sqrt(static_cast<double>(D)) * 2 * R / 510 + slack
+                               : (1 + std::sqrt(static_cast<double>(D))) * R + slack;
+        VQ_FUZZ_ASSERT(
+            std::sqrt(e2) <= lim,
+            spec + ": token error " + std::to_string(std::sqrt(e2)) + " > " + std::to_string(lim));
       }
     }
   }

@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int64_t i = 0; i < n && i < 8; ++i) text += t.piece(static_cast<int32_t>(i));
   std::vector<int32_t> ids;
   if (!vq::fuzz::refused_cleanly([&] { ids = t.encode(text, true, true); })) return 0;
-  for (int32_t id : ids) VQ_FUZZ_ASSERT(id >= 0 && id < n, "encode produced an id outside the vocabulary");
+  for (int32_t id : ids)
+    VQ_FUZZ_ASSERT(id >= 0 && id < n, "encode produced an id outside the vocabulary");
   vq::fuzz::refused_cleanly([&] { (void)t.decode(ids); });
   return 0;
 }

@@ -23,9 +23,9 @@ namespace vq::fuzz {
   std::abort();
 }
 
-#define VQ_FUZZ_ASSERT(cond, msg)                                        \
-  do {                                                                   \
-    if (!(cond)) ::vq::fuzz::fail(std::string(#cond ": ") + (msg));      \
+#define VQ_FUZZ_ASSERT(cond, msg)                                   \
+  do {                                                              \
+    if (!(cond)) ::vq::fuzz::fail(std::string(#cond ": ") + (msg)); \
   } while (0)
 
 /// Run `fn`; a vq::Error is an accepted refusal (returns false), success returns true, anything

@@ -43,7 +43,8 @@ std::vector<float> randn(size_t n, uint64_t seed, double scale = 1.0) {
   return v;
 }
 void le32(Bytes& b, int32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<uint8_t>(static_cast<uint32_t>(v) >> (8 * i)));
+  for (int i = 0; i < 4; ++i)
+    b.push_back(static_cast<uint8_t>(static_cast<uint32_t>(v) >> (8 * i)));
 }
 void f32(Bytes& b, float f) {
   uint32_t u;
@@ -67,7 +68,8 @@ void spec_seeds() {
 void npy_seeds() {
   const std::vector<float> v = randn(24, 11);
   put("npy", "f32_2x3x4", vq::encode_npy(vq::npy_from_float(v.data(), {2, 3, 4})));
-  put("npy", "f16_6x4", vq::encode_npy(vq::npy_from_float(v.data(), {6, 4}, vq::NpyDtype::Float16)));
+  put("npy", "f16_6x4",
+      vq::encode_npy(vq::npy_from_float(v.data(), {6, 4}, vq::NpyDtype::Float16)));
   put("npy", "bf16_24", vq::encode_npy(vq::npy_from_float(v.data(), {24}, vq::NpyDtype::BFloat16)));
   put("npy", "f32_0d", vq::encode_npy(vq::npy_from_float(v.data(), {})));
   put("npy", "f32_0x4", vq::encode_npy(vq::npy_from_float(v.data(), {0, 4})));
@@ -124,7 +126,8 @@ void tokenizer_seeds() {
     std::snprintf(buf, sizeof buf, "<0x%02X>", i);
     p.emplace_back(buf);
   }
-  for (const char* s : {" ", "e", "t", "th", "the", " the", "\xc3\xa9", "on", " on", "ce"}) p.emplace_back(s);
+  for (const char* s : {" ", "e", "t", "th", "the", " the", "\xc3\xa9", "on", " on", "ce"})
+    p.emplace_back(s);
   put("tokenizer", "byte_fallback", tokenizer_file(p, 6));
 }
 
@@ -143,7 +146,8 @@ void huffman_seeds() {
         Bytes b = {static_cast<uint8_t>(width - 1), static_cast<uint8_t>(n & 0xFF),
                    static_cast<uint8_t>(n >> 8)};
         enc.encode(sym.data(), n, width, b);
-        put("huffman", "w" + std::to_string(width) + "_n" + std::to_string(n) + "_" + std::to_string(k++), b);
+        put("huffman",
+            "w" + std::to_string(width) + "_n" + std::to_string(n) + "_" + std::to_string(k++), b);
       }
     }
   }
@@ -154,7 +158,7 @@ void huffman_seeds() {
     size_t seg, n_seg;
     bool peaked;
   };
-  const Mode4 cases[] = {{1, 64, 4, true}, {2, 1, 30, false}, {3, 10, 12, true},
+  const Mode4 cases[] = {{1, 64, 4, true},  {2, 1, 30, false}, {3, 10, 12, true},
                          {4, 128, 8, true}, {5, 3, 9, true},   {6, 40, 5, true},
                          {8, 32, 6, true},  {8, 1, 1, false},  {4, 7, 1, true}};
   vq::coding::RangeStreamEncoder renc;
@@ -175,8 +179,10 @@ void huffman_seeds() {
     Bytes b = {static_cast<uint8_t>((c.width - 1) | (sel << 3)), static_cast<uint8_t>(n & 0xFF),
                static_cast<uint8_t>(n >> 8)};
     renc.encode(sym.data(), n, c.width, c.seg, b);
-    put("huffman", "mode4_w" + std::to_string(c.width) + "_n" + std::to_string(n) + "_s" +
-                       std::to_string(c.seg), b);
+    put("huffman",
+        "mode4_w" + std::to_string(c.width) + "_n" + std::to_string(n) + "_s" +
+            std::to_string(c.seg),
+        b);
   }
 }
 
@@ -242,7 +248,8 @@ void vqcal_seeds() {
     c.tokens = 64;
     c.chunk_tokens = 16;
     for (int64_t i = 0; i < s.L * c.groups() * 2; ++i) {
-      const std::vector<float> x = randn(static_cast<size_t>(64 * s.D), 900 + static_cast<uint64_t>(i));
+      const std::vector<float> x =
+          randn(static_cast<size_t>(64 * s.D), 900 + static_cast<uint64_t>(i));
       c.entries.push_back(vq::fit_calibration_entry(x.data(), 64, s.D, 16));
     }
     const Bytes b = c.serialize();

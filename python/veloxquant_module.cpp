@@ -177,7 +177,8 @@ std::vector<uint8_t> blob_bytes(const py::object& blob, const char* what) {
   Py_buffer view;
   if (PyObject_GetBuffer(blob.ptr(), &view, PyBUF_SIMPLE) != 0) {
     PyErr_Clear();
-    throw py::type_error(std::string(what) + ": expected bytes or a contiguous byte buffer "
+    throw py::type_error(std::string(what) +
+                         ": expected bytes or a contiguous byte buffer "
                          "(bytearray, memoryview, NumPy uint8 array), got " +
                          py::str(py::type::of(blob).attr("__name__")).cast<std::string>());
   }
@@ -330,18 +331,19 @@ PYBIND11_MODULE(veloxquant, m) {
           "full_seq_bytes, compression_ratio and method-specific fields.")
       .def_property_readonly(
           "offset",
-          [](const PyCache& c) { return c.locked([](const vq::KVCache& k) { return k.offset(); }); },
-          "Positions seen so far.")
-      .def_property_readonly(
-          "head_dim",
           [](const PyCache& c) {
-            return c.locked([](const vq::KVCache& k) { return k.head_dim(); });
-          })
-      .def_property_readonly("spec",
+            return c.locked([](const vq::KVCache& k) { return k.offset(); });
+          },
+          "Positions seen so far.")
+      .def_property_readonly("head_dim",
                              [](const PyCache& c) {
-                               return c.locked(
-                                   [](const vq::KVCache& k) { return k.config().to_string(); });
+                               return c.locked([](const vq::KVCache& k) { return k.head_dim(); });
                              })
+      .def_property_readonly(
+          "spec",
+          [](const PyCache& c) {
+            return c.locked([](const vq::KVCache& k) { return k.config().to_string(); });
+          })
       .def("__repr__", [](const PyCache& c) {
         return c.locked([](const vq::KVCache& k) {
           return "veloxquant.Cache('" + k.config().to_string() +

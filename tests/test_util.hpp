@@ -18,7 +18,8 @@ inline vq::Tensor random_tensor(int64_t B, int64_t H, int64_t S, int64_t D, uint
     for (int64_t h = 0; h < H; ++h)
       for (int64_t s = 0; s < S; ++s)
         for (int64_t d = 0; d < D; ++d)
-          t.at(b, h, s, d) = static_cast<float>(scale * rng.normal() / (1.0 + 0.3 * static_cast<double>(d)));
+          t.at(b, h, s, d) =
+              static_cast<float>(scale * rng.normal() / (1.0 + 0.3 * static_cast<double>(d)));
   return t;
 }
 

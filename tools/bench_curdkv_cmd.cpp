@@ -12,7 +12,8 @@ void register_bench_curdkv(CLI::App& bench, Globals& g) {
     std::string json;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--seeds", o->b.n_seeds, "data seeds per configuration")->check(CLI::Range(1, 1000));
+  cmd->add_option("--seeds", o->b.n_seeds, "data seeds per configuration")
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--head-dim", o->b.head_dim, "head dimension D")->check(CLI::Range(1, 4096));
   cmd->add_option("--curdkv-options", o->b.curdkv_extra,
                   "extra curdkv options, e.g. 'score=mean' or 'solver=reference'");
@@ -40,7 +41,8 @@ void register_bench_curdkv(CLI::App& bench, Globals& g) {
           int n = 0;
           for (const auto& r : rows)
             if (r.geometry == geo && r.method == m) s += r.class2_retention, ++n;
-          if (n) std::printf("mean class2_retention %-26s %-7s %.3f\n", geo.c_str(), m.c_str(), s / n);
+          if (n)
+            std::printf("mean class2_retention %-26s %-7s %.3f\n", geo.c_str(), m.c_str(), s / n);
         }
       }
     }

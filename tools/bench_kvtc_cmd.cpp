@@ -17,7 +17,8 @@ void register_bench_kvtc(CLI::App& bench, Globals& g) {
     std::string json;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--seeds", o->b.n_seeds, "data seeds per configuration")->check(CLI::Range(1, 1000));
+  cmd->add_option("--seeds", o->b.n_seeds, "data seeds per configuration")
+      ->check(CLI::Range(1, 1000));
   cmd->add_option("--head-dim", o->b.head_dim, "head dimension D")->check(CLI::Range(1, 4096));
   cmd->add_option("--kvtc-options", o->b.kvtc_extra,
                   "extra kvtc options, e.g. 'alloc=waterfill' or 'chunk_tokens=64'");
@@ -49,9 +50,10 @@ void register_bench_kvtc(CLI::App& bench, Globals& g) {
     }
     if (o->json != "-") {
       t.print();
-      std::printf("\nfitted distortion curve of the affine quantizer on N(0,1) blocks of 128: "
-                  "MSE(b) = %.4f * %.4f^-b (the DP uses beta from its options, default 3.5)\n",
-                  fit.alpha, fit.beta);
+      std::printf(
+          "\nfitted distortion curve of the affine quantizer on N(0,1) blocks of 128: "
+          "MSE(b) = %.4f * %.4f^-b (the DP uses beta from its options, default 3.5)\n",
+          fit.alpha, fit.beta);
       for (size_t k = 0; k < fit.bits.size(); ++k)
         std::printf("  b=%d measured %.6g fitted %.6g\n", fit.bits[k], fit.measured_mse[k],
                     fit.fitted_mse[k]);
@@ -69,8 +71,9 @@ void register_bench_kvtc(CLI::App& bench, Globals& g) {
           const double u = get("skewed_variance", S, B, "uniform");
           const double s = get("skewed_variance", S, B, "svdq_split");
           if (k > 0 && u >= 0 && s >= 0)
-            std::printf("skewed_variance S=%lld B=%lld: uniform/kvtc = %.1fx, svdq_split/kvtc = %.1fx\n",
-                        static_cast<long long>(S), static_cast<long long>(B), u / k, s / k);
+            std::printf(
+                "skewed_variance S=%lld B=%lld: uniform/kvtc = %.1fx, svdq_split/kvtc = %.1fx\n",
+                static_cast<long long>(S), static_cast<long long>(B), u / k, s / k);
           const double kf = get("flat", S, B, "kvtc");
           const double uf = get("flat", S, B, "uniform");
           if (kf >= 0 && uf > 0)
@@ -81,7 +84,8 @@ void register_bench_kvtc(CLI::App& bench, Globals& g) {
     if (!o->json.empty()) {
       nlohmann::json curve = nlohmann::json::array();
       for (size_t k = 0; k < fit.bits.size(); ++k)
-        curve.push_back({{"bits", fit.bits[k]}, {"measured_mse", fit.measured_mse[k]},
+        curve.push_back({{"bits", fit.bits[k]},
+                         {"measured_mse", fit.measured_mse[k]},
                          {"fitted_mse", fit.fitted_mse[k]}});
       write_json(o->json, nlohmann::json{{"benchmark", "kvtc"},
                                          {"rows", jrows},

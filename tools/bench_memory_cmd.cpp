@@ -21,7 +21,8 @@ void register_bench_memory(CLI::App& bench, Globals& g) {
   cmd->add_option("--update", o->m.update, "tokens per update call")->capture_default_str();
   cmd->add_option("--budget", o->m.budget, "budget of the eviction methods in the default set")
       ->capture_default_str();
-  cmd->add_option("--methods", o->m.specs, "specs to measure (default: every method + compositions)")
+  cmd->add_option("--methods", o->m.specs,
+                  "specs to measure (default: every method + compositions)")
       ->delimiter(';');
   cmd->callback([o, &g] {
     o->m.progress = [&](const std::string& what) {
@@ -34,8 +35,8 @@ void register_bench_memory(CLI::App& bench, Globals& g) {
     const double mib = 1024.0 * 1024.0;
     for (const auto& r : rows) {
       if (!r.error.empty()) {
-        t.add({r.spec, "-", "-", "-", "-", "-", fmt("%.1f", r.fp16_bytes / mib), "-", "-", "-",
-               "-", "-", r.error});
+        t.add({r.spec, "-", "-", "-", "-", "-", fmt("%.1f", r.fp16_bytes / mib), "-", "-", "-", "-",
+               "-", r.error});
         jrows.push_back({{"spec", r.spec}, {"error", r.error}});
         continue;
       }
@@ -45,23 +46,29 @@ void register_bench_memory(CLI::App& bench, Globals& g) {
              fmt("%.2f", r.reported > 0 ? r.fp16_bytes / r.reported : 0),
              fmt("%.2f", r.content / mib), fmt("%.2f", r.params / mib), fmt("%.2f", r.policy / mib),
              fmt("%.2f", r.index / mib), fmt("%.1f", r.seconds)});
-      jrows.push_back({{"spec", r.spec}, {"tokens_kept", r.tokens_kept}, {"reported_bytes", r.reported},
-                       {"counted_bytes", r.counted}, {"peak_rss_growth_bytes", r.rss},
-                       {"fp16_bytes", r.fp16_bytes}, {"content_bytes", r.content},
-                       {"codec_param_bytes", r.params}, {"policy_bytes", r.policy},
-                       {"index_bytes", r.index}, {"overhead_bytes", r.overhead},
-                       {"stored_bytes", r.stored}, {"seconds", r.seconds}});
+      jrows.push_back({{"spec", r.spec},
+                       {"tokens_kept", r.tokens_kept},
+                       {"reported_bytes", r.reported},
+                       {"counted_bytes", r.counted},
+                       {"peak_rss_growth_bytes", r.rss},
+                       {"fp16_bytes", r.fp16_bytes},
+                       {"content_bytes", r.content},
+                       {"codec_param_bytes", r.params},
+                       {"policy_bytes", r.policy},
+                       {"index_bytes", r.index},
+                       {"overhead_bytes", r.overhead},
+                       {"stored_bytes", r.stored},
+                       {"seconds", r.seconds}});
     }
     if (o->json != "-") t.print();
     if (!o->json.empty())
-      write_json(o->json,
-                 nlohmann::json{{"benchmark", "memory"},
-                                {"heads", o->m.heads},
-                                {"query_heads", o->m.query_heads},
-                                {"tokens", o->m.tokens},
-                                {"dim", o->m.dim},
-                                {"update", o->m.update},
-                                {"rows", jrows}});
+      write_json(o->json, nlohmann::json{{"benchmark", "memory"},
+                                         {"heads", o->m.heads},
+                                         {"query_heads", o->m.query_heads},
+                                         {"tokens", o->m.tokens},
+                                         {"dim", o->m.dim},
+                                         {"update", o->m.update},
+                                         {"rows", jrows}});
   });
 }
 

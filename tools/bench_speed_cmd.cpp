@@ -15,7 +15,8 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--json", o->json, "write {benchmark, rows} JSON to this file ('-' = stdout)");
-  cmd->add_option("--min-seconds", o->s.min_seconds, "time budget per row")->check(CLI::Range(0.0, 60.0));
+  cmd->add_option("--min-seconds", o->s.min_seconds, "time budget per row")
+      ->check(CLI::Range(0.0, 60.0));
   cmd->add_option("--ns", o->s.ns, "cache sizes n for the eviction rows");
   cmd->add_option("--dims", o->s.dims, "head dims D for the eviction rows");
   cmd->add_option("--only", o->only, "one group: attention, eviction, codec or generate")
@@ -38,9 +39,15 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
     for (const auto& r : rows) {
       t.add({r.group, r.name, std::to_string(r.n), std::to_string(r.D), fmt("%.1f", r.value),
              r.unit, fmt("%.2f", r.ratio), r.ratio_to, r.note});
-      jrows.push_back({{"group", r.group}, {"name", r.name}, {"n", r.n}, {"D", r.D},
-                       {"value", r.value}, {"unit", r.unit}, {"ratio", r.ratio},
-                       {"ratio_to", r.ratio_to}, {"note", r.note}});
+      jrows.push_back({{"group", r.group},
+                       {"name", r.name},
+                       {"n", r.n},
+                       {"D", r.D},
+                       {"value", r.value},
+                       {"unit", r.unit},
+                       {"ratio", r.ratio},
+                       {"ratio_to", r.ratio_to},
+                       {"note", r.note}});
     }
     if (o->json != "-") t.print();
     if (!o->json.empty())

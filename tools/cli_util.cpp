@@ -32,11 +32,12 @@ void write_output(const std::string& path, const std::vector<uint8_t>& bytes) {
 void check_distinct_paths(const std::string& in, const char* in_what, const std::string& out,
                           const char* out_what) {
   if (in.empty() || out.empty() || in == "-" || out == "-") return;
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   const bool same = in == out || (::stat(in.c_str(), &a) == 0 && ::stat(out.c_str(), &b) == 0 &&
                                   a.st_dev == b.st_dev && a.st_ino == b.st_ino);
-  VQ_CHECK(!same, vq::InvalidArgument, out_what, " '", out, "' is the same file as ", in_what,
-           " '", in, "'; writing it would destroy the input: choose another output path");
+  VQ_CHECK(!same, vq::InvalidArgument, out_what, " '", out, "' is the same file as ", in_what, " '",
+           in, "'; writing it would destroy the input: choose another output path");
 }
 
 void check_io_paths(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
@@ -94,20 +95,21 @@ void Progress::update(int64_t done) {
   if (!tty_) {
     if (t - start_ < kQuietSeconds || (last_ >= 0 && t - last_ < kQuietSeconds)) return;
     last_ = t;
-    std::fprintf(stderr, "%s: %lld/%lld (%.0f%%) after %.0f s\n", label_.c_str(),
-                 static_cast<long long>(done), static_cast<long long>(total_),
-                 total_ > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total_)
-                            : 100.0,
-                 t - start_);
+    std::fprintf(
+        stderr, "%s: %lld/%lld (%.0f%%) after %.0f s\n", label_.c_str(),
+        static_cast<long long>(done), static_cast<long long>(total_),
+        total_ > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0,
+        t - start_);
     std::fflush(stderr);
     return;
   }
   if (last_ >= 0 && t - last_ < 0.2 && done < total_) return;
   last_ = t;
   shown_ = true;
-  std::fprintf(stderr, "\r%s: %lld/%lld (%.0f%%)   ", label_.c_str(), static_cast<long long>(done),
-               static_cast<long long>(total_),
-               total_ > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0);
+  std::fprintf(
+      stderr, "\r%s: %lld/%lld (%.0f%%)   ", label_.c_str(), static_cast<long long>(done),
+      static_cast<long long>(total_),
+      total_ > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0);
   std::fflush(stderr);
 }
 

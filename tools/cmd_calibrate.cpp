@@ -97,25 +97,24 @@ void register_calibrate(CLI::App& app, Globals& g) {
           e2 += energy_top(e, k2);
         }
         const double n = static_cast<double>(cal.groups());
-        jl[kv == 0 ? "keys" : "values"] = {{"energy_top1", e1 / n},
-                                           {"energy_top_quarter", e4 / n},
-                                           {"energy_top_half", e2 / n}};
+        jl[kv == 0 ? "keys" : "values"] = {
+            {"energy_top1", e1 / n}, {"energy_top_quarter", e4 / n}, {"energy_top_half", e2 / n}};
       }
       layers.push_back(jl);
     }
     const bool json_stdout = o->json == "-";
     if (!json_stdout && g.verbosity > 0) {
-      std::printf("calibration %s (id %016llx): %s, %lld tokens (%lld skipped), rope=%s, %s, "
-                  "chunk_tokens %lld\n",
-                  o->out.c_str(), static_cast<unsigned long long>(id), model_path.c_str(),
-                  static_cast<long long>(cal.tokens), static_cast<long long>(o->skip_tokens),
-                  vq::rope_mode_name(cal.rope),
-                  cal.shared_heads ? "shared across heads" : "per head",
-                  static_cast<long long>(cal.chunk_tokens));
-      std::printf("variance fraction in the top 1, %lld and %lld of %lld components (mean over "
-                  "heads)\n",
-                  static_cast<long long>(k4), static_cast<long long>(k2),
-                  static_cast<long long>(D));
+      std::printf(
+          "calibration %s (id %016llx): %s, %lld tokens (%lld skipped), rope=%s, %s, "
+          "chunk_tokens %lld\n",
+          o->out.c_str(), static_cast<unsigned long long>(id), model_path.c_str(),
+          static_cast<long long>(cal.tokens), static_cast<long long>(o->skip_tokens),
+          vq::rope_mode_name(cal.rope), cal.shared_heads ? "shared across heads" : "per head",
+          static_cast<long long>(cal.chunk_tokens));
+      std::printf(
+          "variance fraction in the top 1, %lld and %lld of %lld components (mean over "
+          "heads)\n",
+          static_cast<long long>(k4), static_cast<long long>(k2), static_cast<long long>(D));
       Table t({"layer", "K top1", "K top" + std::to_string(k4), "K top" + std::to_string(k2),
                "V top1", "V top" + std::to_string(k4), "V top" + std::to_string(k2)});
       for (const auto& jl : layers)

@@ -128,14 +128,15 @@ void register_compress(CLI::App& app, Globals& g) {
     // The summary goes to stdout unless stdout carries the file or the JSON.
     std::FILE* say = o->out == "-" ? stderr : stdout;
     if (g.verbosity > 0 && o->json != "-") {
-      std::fprintf(say, "%s %s %s -> %s: %lld bytes (fp16 %lld bytes), ratio %.2fx, %.3f bits/value\n",
-                  o->in.c_str(), shape_str(in.shape).c_str(), vq::npy_dtype_name(in.dtype),
-                  o->out.c_str(), static_cast<long long>(st.file_bytes),
-                  static_cast<long long>(st.fp16_bytes), st.compression_ratio(),
-                  j["bits_per_value"].get<double>());
+      std::fprintf(
+          say, "%s %s %s -> %s: %lld bytes (fp16 %lld bytes), ratio %.2fx, %.3f bits/value\n",
+          o->in.c_str(), shape_str(in.shape).c_str(), vq::npy_dtype_name(in.dtype), o->out.c_str(),
+          static_cast<long long>(st.file_bytes), static_cast<long long>(st.fp16_bytes),
+          st.compression_ratio(), j["bits_per_value"].get<double>());
       if (g.verbosity >= 2)
         std::fprintf(
-            say, "bytes: basis %lld, params %lld, payload %lld, code tables %lld, raw %lld, "
+            say,
+            "bytes: basis %lld, params %lld, payload %lld, code tables %lld, raw %lld, "
             "header + table %lld; without entropy coding the sections would take %lld\n",
             static_cast<long long>(st.breakdown.basis), static_cast<long long>(st.breakdown.params),
             static_cast<long long>(st.breakdown.payload),
@@ -144,8 +145,8 @@ void register_compress(CLI::App& app, Globals& g) {
             static_cast<long long>(st.pre_entropy_bytes));
       if (o->verify)
         std::fprintf(say, "reconstruction: relative RMSE %.4g, MSE %.4g, max |error| %.4g\n",
-                    j["error"]["relative_rmse"].get<double>(), j["error"]["mse"].get<double>(),
-                    j["error"]["max_abs_error"].get<double>());
+                     j["error"]["relative_rmse"].get<double>(), j["error"]["mse"].get<double>(),
+                     j["error"]["max_abs_error"].get<double>());
     }
     if (!o->json.empty()) write_json(o->json, j);
   });
@@ -185,8 +186,9 @@ void register_decompress(CLI::App& app, Globals& g) {
     if (t == vq::NpyDtype::Float16) fit_float16(a.values, a.shape, o->clamp, g);
     write_output(o->out, vq::encode_npy(vq::npy_from_float(a.values.data(), a.shape, t)));
     if (g.verbosity > 0 && o->json != "-")
-      std::fprintf(o->out == "-" ? stderr : stdout, "%s -> %s %s %s (%s)\n", o->in.c_str(), o->out.c_str(),
-                  shape_str(a.shape).c_str(), vq::npy_dtype_name(t), a.header.spec.c_str());
+      std::fprintf(o->out == "-" ? stderr : stdout, "%s -> %s %s %s (%s)\n", o->in.c_str(),
+                   o->out.c_str(), shape_str(a.shape).c_str(), vq::npy_dtype_name(t),
+                   a.header.spec.c_str());
     if (!o->json.empty())
       write_json(o->json, {{"input", o->in},
                            {"output", o->out},

@@ -69,10 +69,11 @@ void register_dump_kv(CLI::App& app, Globals& g) {
     const vq::NpyDtype t = o->dtype == "float16" ? vq::NpyDtype::Float16 : vq::NpyDtype::Float32;
     write_output(o->out, vq::encode_npy(vq::npy_from_float(kv.data(), {L, 2, H, S, D}, t)));
     if (g.verbosity > 0 && o->json != "-")
-      std::fprintf(o->out == "-" ? stderr : stdout, "%lld tokens through %lld layers -> %s [%lld, 2, %lld, %lld, %lld] %s\n",
-                  static_cast<long long>(S), static_cast<long long>(L), o->out.c_str(),
-                  static_cast<long long>(L), static_cast<long long>(H), static_cast<long long>(S),
-                  static_cast<long long>(D), o->dtype.c_str());
+      std::fprintf(o->out == "-" ? stderr : stdout,
+                   "%lld tokens through %lld layers -> %s [%lld, 2, %lld, %lld, %lld] %s\n",
+                   static_cast<long long>(S), static_cast<long long>(L), o->out.c_str(),
+                   static_cast<long long>(L), static_cast<long long>(H), static_cast<long long>(S),
+                   static_cast<long long>(D), o->dtype.c_str());
     if (!o->json.empty())
       write_json(
           o->json,

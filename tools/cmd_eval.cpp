@@ -70,8 +70,8 @@ std::string find_plot_script() {
   for (const auto& r : roots) candidates.push_back(r / "scripts" / "plot_eval.py");
   // An installed CLI (<prefix>/bin/veloxquant) finds the copy `cmake --install` puts in
   // <prefix>/share/veloxquant.
-  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share" / "veloxquant" /
-                                "plot_eval.py");
+  if (!ec)
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "veloxquant" / "plot_eval.py");
   for (const auto& p : candidates)
     if (fs::is_regular_file(p, ec)) return p.string();
   VQ_THROW(vq::IoError,
@@ -113,10 +113,11 @@ void register_eval(CLI::App& app, Globals& g) {
   cmd->add_option("--model", o->model, "llama2.c checkpoint (default: stories260K.bin)");
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.bin (default: matches the model)");
   cmd->add_option("--text", o->text, "evaluation text (default: tinystories-val.txt)");
-  auto* methods_opt = cmd->add_option("--methods", o->methods,
-                  "method specs separated by ';' (default: full; h2o, h2o with recent=budget/2, "
-                  "curdkv and curdkv:score=mean at 1/8, 1/4, 1/2 of the context; kvtc and "
-                  "uniform at 2 and 4 bits per value; q8_0; q4_0)");
+  auto* methods_opt = cmd->add_option(
+      "--methods", o->methods,
+      "method specs separated by ';' (default: full; h2o, h2o with recent=budget/2, "
+      "curdkv and curdkv:score=mean at 1/8, 1/4, 1/2 of the context; kvtc and "
+      "uniform at 2 and 4 bits per value; q8_0; q4_0)");
   cmd->add_option("--max-tokens", o->max_tokens,
                   "text tokens to evaluate (0 = the whole text; default 4088 = 8 windows of 511)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
@@ -176,10 +177,11 @@ void register_eval(CLI::App& app, Globals& g) {
           model_path.c_str(), static_cast<long long>(mc.dim), static_cast<long long>(mc.n_layers),
           static_cast<long long>(mc.n_heads), static_cast<long long>(mc.n_kv_heads),
           static_cast<long long>(mc.head_dim()), static_cast<long long>(mc.seq_len));
-      std::printf("text %s: %lld tokens skipped, %lld windows, %lld predicted tokens, prefill %lld\n",
-                  text_path.c_str(), static_cast<long long>(o->skip_tokens),
-                  static_cast<long long>(rep.n_windows),
-                  static_cast<long long>(rep.predicted_tokens), static_cast<long long>(o->prefill));
+      std::printf(
+          "text %s: %lld tokens skipped, %lld windows, %lld predicted tokens, prefill %lld\n",
+          text_path.c_str(), static_cast<long long>(o->skip_tokens),
+          static_cast<long long>(rep.n_windows), static_cast<long long>(rep.predicted_tokens),
+          static_cast<long long>(o->prefill));
       std::printf(
           "KL = mean KL(full || method) in nats; top1 = argmax agreement with full; "
           "B/tok = bytes held per token per layer-head (fp16 = %.0f)\n\n",

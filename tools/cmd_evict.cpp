@@ -30,13 +30,13 @@ vq::Tensor read_hsd(const std::string& path, const char* what) {
 // [1, H, S, D].
 std::pair<vq::Tensor, vq::Tensor> read_kv_layer(const std::string& path, int64_t layer) {
   const vq::NpyArray a = vq::read_npy(path);
-  VQ_CHECK(a.shape.size() == 5 && a.shape[1] == 2, vq::InvalidArgument, "--kv ", path,
-           ": shape ", a.shape_str(), " is not [L, 2, H, S, D] (what dump-kv writes)");
+  VQ_CHECK(a.shape.size() == 5 && a.shape[1] == 2, vq::InvalidArgument, "--kv ", path, ": shape ",
+           a.shape_str(), " is not [L, 2, H, S, D] (what dump-kv writes)");
   VQ_CHECK(vq::npy_is_float(a.dtype), vq::InvalidArgument, "--kv ", path, ": dtype ",
            vq::npy_dtype_name(a.dtype), " is not a float type");
   const int64_t L = a.shape[0], H = a.shape[2], S = a.shape[3], D = a.shape[4];
-  VQ_CHECK(layer < L, vq::InvalidArgument, "--layer ", layer, " is outside [0, ", L - 1, "]: ",
-           path, " holds ", L, " layer(s)");
+  VQ_CHECK(layer < L, vq::InvalidArgument, "--layer ", layer, " is outside [0, ", L - 1,
+           "]: ", path, " holds ", L, " layer(s)");
   const std::vector<float> x = a.to_float();
   const size_t block = static_cast<size_t>(H * S * D);
   const float* k = x.data() + static_cast<size_t>(2 * layer) * block;
@@ -71,7 +71,8 @@ void register_evict(CLI::App& app, Globals& g) {
   cmd->add_option("--prefill", o->prefill,
                   "tokens passed in the first update (the rest go one at a time)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_option("--out,-o", o->out, "output .npy of kept positions [H, n_kept], int64 ('-' = stdout)")
+  cmd->add_option("--out,-o", o->out,
+                  "output .npy of kept positions [H, n_kept], int64 ('-' = stdout)")
       ->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
@@ -80,9 +81,9 @@ void register_evict(CLI::App& app, Globals& g) {
     VQ_CHECK(m.family == vq::Family::Eviction, vq::InvalidArgument, "method '", m.id,
              "' is a transform method; evict needs an eviction method (see 'veloxquant "
              "methods')");
-    check_io_paths({{"--keys", o->keys}, {"--values", o->values}, {"--kv", o->kv},
-                    {"--queries", o->queries}},
-                   {{"--out", o->out}, {"--json", o->json}});
+    check_io_paths(
+        {{"--keys", o->keys}, {"--values", o->values}, {"--kv", o->kv}, {"--queries", o->queries}},
+        {{"--out", o->out}, {"--json", o->json}});
     VQ_CHECK(!o->kv.empty() || (!o->keys.empty() && !o->values.empty()), vq::InvalidArgument,
              "evict needs --keys FILE and --values FILE ([H, S, D] each), or --kv FILE "
              "([L, 2, H, S, D], e.g. from dump-kv) with --layer L");
@@ -159,24 +160,26 @@ void register_evict(CLI::App& app, Globals& g) {
     std::FILE* say = o->out == "-" ? stderr : stdout;  // stdout may carry the .npy
     if (g.verbosity > 0 && o->json != "-") {
       std::fprintf(say,
-          "%s: kept %lld of %lld tokens per head (H = %lld, D = %lld, prefill %lld%s) "
-          "-> %s [%lld, %lld]\n",
-          config.to_string().c_str(), static_cast<long long>(n_max), static_cast<long long>(S),
-          static_cast<long long>(H), static_cast<long long>(K.D()),
-          static_cast<long long>(o->prefill), use_q ? ", true queries" : "", o->out.c_str(),
-          static_cast<long long>(H), static_cast<long long>(n_max));
+                   "%s: kept %lld of %lld tokens per head (H = %lld, D = %lld, prefill %lld%s) "
+                   "-> %s [%lld, %lld]\n",
+                   config.to_string().c_str(), static_cast<long long>(n_max),
+                   static_cast<long long>(S), static_cast<long long>(H),
+                   static_cast<long long>(K.D()), static_cast<long long>(o->prefill),
+                   use_q ? ", true queries" : "", o->out.c_str(), static_cast<long long>(H),
+                   static_cast<long long>(n_max));
       if (g.verbosity >= 2)
         for (int64_t h = 0; h < H; ++h) {
           const auto& p = kept[static_cast<size_t>(h)];
-          std::fprintf(say, "head %lld: %zu kept, first %lld, last %lld\n", static_cast<long long>(h),
-                      p.size(), static_cast<long long>(p.empty() ? -1 : p.front()),
-                      static_cast<long long>(p.empty() ? -1 : p.back()));
+          std::fprintf(say, "head %lld: %zu kept, first %lld, last %lld\n",
+                       static_cast<long long>(h), p.size(),
+                       static_cast<long long>(p.empty() ? -1 : p.front()),
+                       static_cast<long long>(p.empty() ? -1 : p.back()));
         }
       if (n_min != n_max)
         std::fprintf(say,
-            "heads keep different counts (%lld to %lld); shorter rows are padded with "
-            "-1\n",
-            static_cast<long long>(n_min), static_cast<long long>(n_max));
+                     "heads keep different counts (%lld to %lld); shorter rows are padded with "
+                     "-1\n",
+                     static_cast<long long>(n_min), static_cast<long long>(n_max));
     }
     if (!o->json.empty()) write_json(o->json, j);
   });

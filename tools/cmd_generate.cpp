@@ -77,7 +77,7 @@ void register_generate(CLI::App& app, Globals& g) {
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("\n");
-    std::fflush(stdout);  // the text before the statistics line on stderr
+    std::fflush(stdout);     // the text before the statistics line on stderr
     if (g.verbosity >= 1) {  // one line of cache statistics on stderr; -q silences it
       const vq::CacheStats st = engine.stats();
       std::fprintf(stderr,

@@ -16,7 +16,8 @@ void register_info(CLI::App& app, Globals& g) {
     bool no_sections = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("input", o->in, ".vqkv file, .gguf, .safetensors or Hugging Face model directory")->required();
+  cmd->add_option("input", o->in, ".vqkv file, .gguf, .safetensors or Hugging Face model directory")
+      ->required();
   cmd->add_flag("--summary", o->no_sections, "omit the per-section table");
   cmd->add_option("--json", o->json, "write the same information as JSON ('-' = stdout)");
   cmd->callback([o, &g] {

@@ -34,8 +34,8 @@ void register_methods(CLI::App& app, Globals&) {
     nlohmann::json arr = nlohmann::json::array();
     const bool json_stdout = *json_path == "-";
     for (const auto& m : vq::methods()) {
-      nlohmann::json jm{{"id", m.id}, {"family", vq::family_name(m.family)},
-                        {"description", m.description}};
+      nlohmann::json jm{
+          {"id", m.id}, {"family", vq::family_name(m.family)}, {"description", m.description}};
       nlohmann::json opts = nlohmann::json::array();
       if (!json_stdout)
         std::printf("%-14s %-10s %s\n", m.id.c_str(), vq::family_name(m.family),
@@ -51,7 +51,8 @@ void register_methods(CLI::App& app, Globals&) {
                       range_of(o).c_str(), o.help.c_str());
       }
       jm["options"] = opts;
-      jm["composable"] = m.family == vq::Family::Eviction ? "policy" : (m.make_row_codec ? "codec" : "");
+      jm["composable"] =
+          m.family == vq::Family::Eviction ? "policy" : (m.make_row_codec ? "codec" : "");
       arr.push_back(jm);
     }
     const char* compose =

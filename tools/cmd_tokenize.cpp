@@ -71,7 +71,8 @@ void register_tokenize(CLI::App& app, Globals& g) {
   cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS");
   cmd->add_flag("--parse-special", o->parse_special,
                 "match control tokens written in the text (e.g. <s>) as those tokens");
-  cmd->add_option("--json", o->json, "also write {tokenizer, count, ids} as JSON ('-' = stdout only)");
+  cmd->add_option("--json", o->json,
+                  "also write {tokenizer, count, ids} as JSON ('-' = stdout only)");
   cmd->callback([o, ts, &g] {
     const bool have_string = ts->count() > 0;
     VQ_CHECK(!o->text_file.empty() || have_string, vq::InvalidArgument,

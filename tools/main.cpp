@@ -23,8 +23,10 @@ int main(int argc, char** argv) {
   // --help shows every option's default (options inherit this from the app).
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", "veloxquant 0.1.0");
-  app.add_flag_callback("-q,--quiet", [&] { globals.verbosity = 0; }, "only errors on stderr");
-  app.add_flag_callback("-v,--verbose", [&] { globals.verbosity = 2; }, "more detail on stderr");
+  app.add_flag_callback(
+      "-q,--quiet", [&] { globals.verbosity = 0; }, "only errors on stderr");
+  app.add_flag_callback(
+      "-v,--verbose", [&] { globals.verbosity = 2; }, "more detail on stderr");
 #define VQ_COMMAND(name) vqcli::register_##name(app, globals);
 #include "commands.inc"
 #undef VQ_COMMAND

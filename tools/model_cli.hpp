@@ -60,8 +60,8 @@ inline std::vector<std::vector<int32_t>> text_windows(const vq::Tokenizer& tok,
   text_path = vq::find_model_file(kDefaultText, text_arg);
   std::vector<int32_t> enc = tok.encode(read_text_file(text_path), false, false);
   VQ_CHECK(skip_tokens < static_cast<int64_t>(enc.size()), vq::InvalidArgument, "--skip-tokens ",
-           skip_tokens, " leaves nothing to ", purpose, ": the text '", text_path,
-           "' encodes to ", enc.size(), " tokens");
+           skip_tokens, " leaves nothing to ", purpose, ": the text '", text_path, "' encodes to ",
+           enc.size(), " tokens");
   enc.erase(enc.begin(), enc.begin() + skip_tokens);
   auto windows = vq::eval::make_windows(enc, seq_len, max_tokens);
   VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
@@ -72,9 +72,8 @@ inline std::vector<std::vector<int32_t>> text_windows(const vq::Tokenizer& tok,
 /// Every calibration file a method spec names (kvtc:basis=FILE) must have been measured on the
 /// model at `model_path`: refuse one that records another model's digest, naming both (a
 /// warning instead when `allow_foreign`), and warn about files that record none (version 1).
-inline void check_calibrations(const std::vector<std::string>& specs,
-                               const std::string& model_path, bool allow_foreign,
-                               const Globals& g) {
+inline void check_calibrations(const std::vector<std::string>& specs, const std::string& model_path,
+                               bool allow_foreign, const Globals& g) {
   uint64_t digest = 0;
   for (const std::string& spec : specs) {
     const vq::CacheConfig c = vq::CacheConfig::parse(spec);
@@ -97,8 +96,8 @@ inline void check_calibrations(const std::vector<std::string>& specs,
     std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(digest));
     if (cal->model_id == digest) continue;
     VQ_CHECK(allow_foreign, vq::InvalidArgument, "calibration '", path,
-             "' was measured on a model with digest ", have, ", but '", model_path,
-             "' has digest ", want,
+             "' was measured on a model with digest ", have, ", but '", model_path, "' has digest ",
+             want,
              ": a calibration of another model (recalibrate with `veloxquant calibrate --model "
              "...`, or pass --allow-foreign-calibration to use it anyway)");
     if (g.verbosity > 0)

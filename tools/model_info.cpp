@@ -72,7 +72,8 @@ nlohmann::json gguf_info(const std::string& path) {
           {"parameters", params},
           {"tensor_bytes", bytes},
           {"file_bytes", g.file_bytes()},
-          {"bits_per_weight", params > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0},
+          {"bits_per_weight",
+           params > 0 ? 8.0 * static_cast<double>(bytes) / static_cast<double>(params) : 0.0},
           {"types", types},
           {"tokenizer", tokenizer_line(path)},
           {"tensors", tensors}};
@@ -106,7 +107,10 @@ nlohmann::json hf_info(const std::string& path) {
   int64_t params = 0;
   for (const std::string& n : m.names()) {
     const vq::SafetensorsTensor& t = m.tensor(n);
-    tensors.push_back({{"name", n}, {"type", vq::st_dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.bytes}});
+    tensors.push_back({{"name", n},
+                       {"type", vq::st_dtype_name(t.dtype)},
+                       {"shape", t.shape},
+                       {"bytes", t.bytes}});
     by_type[vq::st_dtype_name(t.dtype)].first += 1;
     by_type[vq::st_dtype_name(t.dtype)].second += t.bytes;
     params += t.numel();
@@ -140,15 +144,20 @@ void print_model_info(const std::string& path, const std::string& json_path, boo
   nlohmann::json j = gguf ? gguf_info(path) : hf_info(path);
   if (json_path != "-") {
     std::printf("file            %s (%s)\n", path.c_str(), j["format"].get<std::string>().c_str());
-    std::printf("architecture    %s\n", j["architecture"].is_string() ? j["architecture"].get<std::string>().c_str() : "(none)");
+    std::printf("architecture    %s\n", j["architecture"].is_string()
+                                            ? j["architecture"].get<std::string>().c_str()
+                                            : "(none)");
     if (j.contains("config"))
       for (auto it = j["config"].begin(); it != j["config"].end(); ++it)
-        if (!it.value().is_null()) std::printf("  %-22s %s\n", it.key().c_str(), it.value().dump().c_str());
-    if (j.contains("tokenizer")) std::printf("tokenizer       %s\n", j["tokenizer"].get<std::string>().c_str());
+        if (!it.value().is_null())
+          std::printf("  %-22s %s\n", it.key().c_str(), it.value().dump().c_str());
+    if (j.contains("tokenizer"))
+      std::printf("tokenizer       %s\n", j["tokenizer"].get<std::string>().c_str());
     std::printf("tensors         %zu, %lld parameters, %llu bytes", j["tensors"].size(),
                 static_cast<long long>(j["parameters"].get<int64_t>()),
                 static_cast<unsigned long long>(j["tensor_bytes"].get<uint64_t>()));
-    if (j.contains("bits_per_weight")) std::printf(" (%.2f bits/weight)", j["bits_per_weight"].get<double>());
+    if (j.contains("bits_per_weight"))
+      std::printf(" (%.2f bits/weight)", j["bits_per_weight"].get<double>());
     std::printf("\n");
     for (auto it = j["types"].begin(); it != j["types"].end(); ++it)
       std::printf("  %-6s %lld tensors, %llu bytes\n", it.key().c_str(),
@@ -157,7 +166,8 @@ void print_model_info(const std::string& path, const std::string& json_path, boo
     if (!summary) {
       Table t({"tensor", "type", "shape", "bytes"});
       for (const auto& e : j["tensors"])
-        t.add({e["name"].get<std::string>(), e["type"].get<std::string>(), shape_str(e["shape"].get<std::vector<int64_t>>()),
+        t.add({e["name"].get<std::string>(), e["type"].get<std::string>(),
+               shape_str(e["shape"].get<std::vector<int64_t>>()),
                std::to_string(e["bytes"].get<uint64_t>())});
       std::printf("\n");
       t.print();

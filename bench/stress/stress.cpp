@@ -4,11 +4,11 @@
 //
 // Eviction family: every registered eviction method with a `budget` option is built as
 // "<id>:budget=256" for one head (B = H = 1, D = 16) and fed one decode token per step, with one
-// query row, for --steps steps (default 1,000,000) or until --max-seconds (default 120) have passed.
-// After every step: the kept count is <= 256 and every kept position lies in [0, offset); every
-// 1,000 steps and at the end: the kept positions, sorted, are strictly increasing and distinct, and
-// each kept key/value row equals exactly the row that was fed at that position (the stream is a
-// deterministic function of the position, so nothing needs to be stored to check it).
+// query row, for --steps steps (default 1,000,000) or until --max-seconds (default 120) have
+// passed. After every step: the kept count is <= 256 and every kept position lies in [0, offset);
+// every 1,000 steps and at the end: the kept positions, sorted, are strictly increasing and
+// distinct, and each kept key/value row equals exactly the row that was fed at that position (the
+// stream is a deterministic function of the position, so nothing needs to be stored to check it).
 // Each method runs in its own process (this program re-executes itself with --child), so the
 // peak resident set (VmHWM from /proc/self/status) reported at 10,000 steps and at the end belongs
 // to that method alone.
@@ -88,7 +88,8 @@ uint64_t mix(uint64_t x) {
 /// check see a value 1 ulp away from what was fed (that happened with GCC's default
 /// -ffp-contract=fast under -march=native).
 [[gnu::noinline]] float stream_value(int which, int64_t p, int64_t d) {
-  const uint64_t h = mix((static_cast<uint64_t>(p) * 3 + static_cast<uint64_t>(which)) * 64 + static_cast<uint64_t>(d));
+  const uint64_t h = mix((static_cast<uint64_t>(p) * 3 + static_cast<uint64_t>(which)) * 64 +
+                         static_cast<uint64_t>(d));
   const double u = static_cast<double>(h >> 11) * 0x1.0p-53 * 2.0 - 1.0;
   const double drift = 0.5 * std::sin(static_cast<double>(p) * 1e-3 + static_cast<double>(d));
   return static_cast<float>(u + drift);
@@ -110,16 +111,17 @@ struct Result {
   int64_t rss_end_kib = 0;
   int64_t full_checks = 0;
   std::string error;  // empty = every check passed
-  double bytes_per_token_10k = 0, bytes_per_token_end = 0, bytes_per_token_min = 0, bytes_per_token_max = 0;
+  double bytes_per_token_10k = 0, bytes_per_token_end = 0, bytes_per_token_min = 0,
+         bytes_per_token_max = 0;
 };
 
 std::string to_line(const Result& r) {
   std::ostringstream os;
-  os << r.method << '\t' << r.spec << '\t' << r.steps_done << '\t' << r.steps_target << '\t' << r.seconds
-     << '\t' << r.max_kept << '\t' << r.kept_at_end << '\t' << r.hwm_10k_kib << '\t' << r.hwm_end_kib << '\t'
-     << r.rss_end_kib << '\t' << r.full_checks << '\t' << r.bytes_per_token_10k << '\t'
-     << r.bytes_per_token_end << '\t' << r.bytes_per_token_min << '\t' << r.bytes_per_token_max << '\t'
-     << (r.error.empty() ? "ok" : r.error);
+  os << r.method << '\t' << r.spec << '\t' << r.steps_done << '\t' << r.steps_target << '\t'
+     << r.seconds << '\t' << r.max_kept << '\t' << r.kept_at_end << '\t' << r.hwm_10k_kib << '\t'
+     << r.hwm_end_kib << '\t' << r.rss_end_kib << '\t' << r.full_checks << '\t'
+     << r.bytes_per_token_10k << '\t' << r.bytes_per_token_end << '\t' << r.bytes_per_token_min
+     << '\t' << r.bytes_per_token_max << '\t' << (r.error.empty() ? "ok" : r.error);
   return os.str();
 }
 Result from_line(const std::string& line) {
@@ -162,7 +164,8 @@ std::string full_check(const vq::KVCache& c) {
   for (int64_t i = 0; i < hv.n; ++i) {
     const int64_t p = hv.positions[i];
     for (int64_t d = 0; d < kD; ++d) {
-      if (hv.keys[i * kD + d] != stream_value(0, p, d) || hv.values[i * kD + d] != stream_value(1, p, d)) {
+      if (hv.keys[i * kD + d] != stream_value(0, p, d) ||
+          hv.values[i * kD + d] != stream_value(1, p, d)) {
         return "kept row for position " + std::to_string(p) + " differs from the row fed there";
       }
     }
@@ -195,12 +198,14 @@ Result run_eviction(const std::string& method, int64_t steps, double max_seconds
         break;
       }
       if (cache->offset() != p + 1) {
-        r.error = "offset " + std::to_string(cache->offset()) + " after " + std::to_string(p + 1) + " steps";
+        r.error = "offset " + std::to_string(cache->offset()) + " after " + std::to_string(p + 1) +
+                  " steps";
         break;
       }
       for (int64_t i = 0; i < hv.n; ++i) {
         if (hv.positions[i] < 0 || hv.positions[i] > p) {
-          r.error = "kept position " + std::to_string(hv.positions[i]) + " outside [0, " + std::to_string(p) + "]";
+          r.error = "kept position " + std::to_string(hv.positions[i]) + " outside [0, " +
+                    std::to_string(p) + "]";
           break;
         }
       }
@@ -212,7 +217,8 @@ Result run_eviction(const std::string& method, int64_t steps, double max_seconds
         if (!r.error.empty()) break;
         if (p + 1 == 10000) r.hwm_10k_kib = proc_status_kib("VmHWM");
         if ((p + 1) % 10000 == 0 &&
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > max_seconds) {
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+                max_seconds) {
           break;
         }
       }
@@ -257,7 +263,9 @@ Result run_kvtc(int64_t tokens, double max_seconds) {
         r.bytes_per_token_min = std::min(r.bytes_per_token_min, bpt);
         r.bytes_per_token_max = std::max(r.bytes_per_token_max, bpt);
         r.bytes_per_token_end = bpt;
-        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > max_seconds) break;
+        if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
+            max_seconds)
+          break;
       }
     }
     const HV hv = head_view(*cache);
@@ -265,7 +273,8 @@ Result run_kvtc(int64_t tokens, double max_seconds) {
     std::vector<int64_t> pos(hv.positions, hv.positions + hv.n);
     std::sort(pos.begin(), pos.end());
     for (size_t i = 0; i < pos.size() && r.error.empty(); ++i) {
-      if (pos[i] != static_cast<int64_t>(i)) r.error = "kvtc does not hold position " + std::to_string(i);
+      if (pos[i] != static_cast<int64_t>(i))
+        r.error = "kvtc does not hold position " + std::to_string(i);
     }
     r.full_checks = 1;
   } catch (const std::exception& e) {
@@ -338,21 +347,29 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--steps") steps = std::stoll(next());
-    else if (a == "--kvtc-tokens") kvtc_tokens = std::stoll(next());
-    else if (a == "--max-seconds") max_seconds = std::stod(next());
-    else if (a == "--methods") only = "," + next() + ",";
-    else if (a == "--json") json_path = next();
-    else if (a == "--child") child = next();
+    if (a == "--steps")
+      steps = std::stoll(next());
+    else if (a == "--kvtc-tokens")
+      kvtc_tokens = std::stoll(next());
+    else if (a == "--max-seconds")
+      max_seconds = std::stod(next());
+    else if (a == "--methods")
+      only = "," + next() + ",";
+    else if (a == "--json")
+      json_path = next();
+    else if (a == "--child")
+      child = next();
     else {
-      std::fprintf(stderr,
-                   "usage: vq_stress [--steps N] [--kvtc-tokens N] [--max-seconds S] [--methods a,b] "
-                   "[--json FILE]\n");
+      std::fprintf(
+          stderr,
+          "usage: vq_stress [--steps N] [--kvtc-tokens N] [--max-seconds S] [--methods a,b] "
+          "[--json FILE]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   if (!child.empty()) {
-    const Result r = child == "kvtc" ? run_kvtc(kvtc_tokens, max_seconds) : run_eviction(child, steps, max_seconds);
+    const Result r = child == "kvtc" ? run_kvtc(kvtc_tokens, max_seconds)
+                                     : run_eviction(child, steps, max_seconds);
     std::printf("%s\n", to_line(r).c_str());
     return 0;
   }
@@ -366,22 +383,25 @@ int main(int argc, char** argv) {
 
   std::vector<Result> results;
   bool ok = true;
-  std::printf("%-14s %10s %10s %9s %9s %6s %11s %11s %10s %s\n", "method", "steps", "target", "seconds",
-              "steps/s", "max_n", "HWM@10k KiB", "HWM@end KiB", "B/token", "checks");
+  std::printf("%-14s %10s %10s %9s %9s %6s %11s %11s %10s %s\n", "method", "steps", "target",
+              "seconds", "steps/s", "max_n", "HWM@10k KiB", "HWM@end KiB", "B/token", "checks");
   for (const std::string& m : todo) {
-    const Result r = run_child({argv[0], "--child", m, "--steps", std::to_string(steps), "--kvtc-tokens",
-                                std::to_string(kvtc_tokens), "--max-seconds", std::to_string(max_seconds)},
-                               m);
+    const Result r =
+        run_child({argv[0], "--child", m, "--steps", std::to_string(steps), "--kvtc-tokens",
+                   std::to_string(kvtc_tokens), "--max-seconds", std::to_string(max_seconds)},
+                  m);
     ok = ok && r.error.empty();
     std::printf("%-14s %10lld %10lld %9.1f %9.0f %6lld %11lld %11lld %10s %s\n", r.method.c_str(),
-                static_cast<long long>(r.steps_done), static_cast<long long>(r.steps_target), r.seconds,
-                r.seconds > 0 ? static_cast<double>(r.steps_done) / r.seconds : 0.0,
+                static_cast<long long>(r.steps_done), static_cast<long long>(r.steps_target),
+                r.seconds, r.seconds > 0 ? static_cast<double>(r.steps_done) / r.seconds : 0.0,
                 static_cast<long long>(r.max_kept), static_cast<long long>(r.hwm_10k_kib),
                 static_cast<long long>(r.hwm_end_kib),
                 r.method == "kvtc" ? (std::to_string(r.bytes_per_token_10k).substr(0, 6) + ".." +
-                                      std::to_string(r.bytes_per_token_end).substr(0, 6)).c_str()
+                                      std::to_string(r.bytes_per_token_end).substr(0, 6))
+                                         .c_str()
                                    : "-",
-                r.error.empty() ? ("ok (" + std::to_string(r.full_checks) + " full)").c_str() : r.error.c_str());
+                r.error.empty() ? ("ok (" + std::to_string(r.full_checks) + " full)").c_str()
+                                : r.error.c_str());
     std::fflush(stdout);
     results.push_back(r);
   }
@@ -402,7 +422,8 @@ int main(int argc, char** argv) {
            << ", \"bytes_per_token_min\": " << r.bytes_per_token_min
            << ", \"bytes_per_token_max\": " << r.bytes_per_token_max;
       }
-      js << ", \"error\": \"" << json_escape(r.error) << "\"}" << (i + 1 < results.size() ? "," : "") << "\n";
+      js << ", \"error\": \"" << json_escape(r.error) << "\"}"
+         << (i + 1 < results.size() ? "," : "") << "\n";
     }
     js << "  ]\n}\n";
   }

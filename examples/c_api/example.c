@@ -8,13 +8,13 @@
 
 #include "veloxquant/c_api.h"
 
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    vq_status st_ = (call);                                                          \
-    if (st_ != VQ_OK) {                                                              \
+#define CHECK(call)                                                                        \
+  do {                                                                                     \
+    vq_status st_ = (call);                                                                \
+    if (st_ != VQ_OK) {                                                                    \
       fprintf(stderr, "%s failed: %s: %s\n", #call, vq_status_name(st_), vq_last_error()); \
-      return 1;                                                                      \
-    }                                                                                \
+      return 1;                                                                            \
+    }                                                                                      \
   } while (0)
 
 /* Deterministic pseudo-normal values (sum of uniforms from a 64-bit LCG). */

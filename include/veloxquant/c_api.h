@@ -53,8 +53,8 @@ typedef struct vq_cache vq_cache;
 /* Build one layer's cache from a spec such as "curdkv:budget=64" or "kvtc:bit_budget=128". */
 vq_status vq_cache_create(const char* spec, int64_t head_dim, vq_cache** out);
 /* Same with the layer's place in the model and the model seed (per-layer seeds are derived). */
-vq_status vq_cache_create_layer(const char* spec, int64_t head_dim, int64_t layer,
-                                int64_t n_layers, uint64_t seed, vq_cache** out);
+vq_status vq_cache_create_layer(const char* spec, int64_t head_dim, int64_t layer, int64_t n_layers,
+                                uint64_t seed, vq_cache** out);
 /* Free a cache (NULL is fine). */
 void vq_cache_destroy(vq_cache* cache);
 
@@ -64,10 +64,10 @@ void vq_cache_destroy(vq_cache* cache);
 vq_status vq_cache_update(vq_cache* cache, const float* keys, const float* values,
                           const float* queries, int64_t B, int64_t H, int64_t S, int64_t Hq);
 /* Same for 16-bit inputs: dtype is a vq_dtype value (VQ_F16 or VQ_BF16 bit patterns, or VQ_F32
- * as float*), passed as int so that any value a caller sends is well defined (others are refused). */
-vq_status vq_cache_update_typed(vq_cache* cache, int dtype, const void* keys,
-                                const void* values, const void* queries, int64_t B, int64_t H,
-                                int64_t S, int64_t Hq);
+ * as float*), passed as int so that any value a caller sends is well defined (others are refused).
+ */
+vq_status vq_cache_update_typed(vq_cache* cache, int dtype, const void* keys, const void* values,
+                                const void* queries, int64_t B, int64_t H, int64_t S, int64_t Hq);
 
 /* Shape so far: batch B, KV heads H (0 before the first update), head_dim D, positions seen. */
 vq_status vq_cache_shape(const vq_cache* cache, int64_t* B, int64_t* H, int64_t* D,
@@ -91,7 +91,8 @@ typedef struct vq_cache_stats {
   int64_t n_extra; /* method-specific fields, read with vq_cache_stats_extra */
 } vq_cache_stats;
 vq_status vq_cache_get_stats(const vq_cache* cache, vq_cache_stats* out);
-/* Method-specific field i (0 <= i < n_extra): name (valid until the cache's next update) and value. */
+/* Method-specific field i (0 <= i < n_extra): name (valid until the cache's next update) and value.
+ */
 vq_status vq_cache_stats_extra(const vq_cache* cache, int64_t i, const char** name, double* value);
 
 /* ---- .vqkv compression --------------------------------------------------------------------- */

@@ -23,10 +23,10 @@ namespace vq {
 
 /// What a cache is told about its place in the model.
 struct CacheContext {
-  int64_t head_dim = 0;   ///< D; every update must match
-  int64_t layer = 0;      ///< layer index (0-based)
+  int64_t head_dim = 0;  ///< D; every update must match
+  int64_t layer = 0;     ///< layer index (0-based)
   int64_t n_layers = 1;
-  uint64_t seed = 0;      ///< per-layer seed for methods with randomness
+  uint64_t seed = 0;  ///< per-layer seed for methods with randomness
   /// How kept rows are stored: a codec method's config (q8_0, kvtc:..., bf16), or empty for
   /// fp16 rows. Set from the "+codec" part of a composed spec.
   CacheConfig codec;
@@ -43,16 +43,16 @@ struct FetchResult {
 /// Byte accounting, counted from the cache's buffers (capacity, not size). Baseline: fp16 K + V.
 /// kept_bytes = content_bytes + codec_param_bytes + policy_bytes + index_bytes + overhead_bytes.
 struct CacheStats {
-  int64_t tokens_seen = 0;    ///< positions ever passed to update
-  int64_t tokens_kept = 0;    ///< tokens held by head (b=0, h=0)
-  double kept_bytes = 0;      ///< resident bytes: everything the cache holds, all heads
-  double content_bytes = 0;   ///< K/V rows in their resident form (codes, fp16 window)
+  int64_t tokens_seen = 0;       ///< positions ever passed to update
+  int64_t tokens_kept = 0;       ///< tokens held by head (b=0, h=0)
+  double kept_bytes = 0;         ///< resident bytes: everything the cache holds, all heads
+  double content_bytes = 0;      ///< K/V rows in their resident form (codes, fp16 window)
   double codec_param_bytes = 0;  ///< chunk parameters and fitted codec state (a PCA basis)
-  double policy_bytes = 0;    ///< per-token policy state: scores, projections, windows, scratch
-  double index_bytes = 0;     ///< per-slot bookkeeping: positions, row locations
-  double overhead_bytes = 0;  ///< fixed per-cache and per-head structures
-  double stored_bytes = 0;    ///< the kept rows in storage form (entropy coded), for reference
-  double full_seq_bytes = 0;  ///< fp16 bytes had every token been kept
+  double policy_bytes = 0;       ///< per-token policy state: scores, projections, windows, scratch
+  double index_bytes = 0;        ///< per-slot bookkeeping: positions, row locations
+  double overhead_bytes = 0;     ///< fixed per-cache and per-head structures
+  double stored_bytes = 0;       ///< the kept rows in storage form (entropy coded), for reference
+  double full_seq_bytes = 0;     ///< fp16 bytes had every token been kept
   double compression_ratio = 1;  ///< full_seq_bytes / kept_bytes (1 when empty)
   /// Method-specific quantities (e.g. kvtc_bytes, pre_entropy_bytes, entropy_coding_gain).
   std::vector<std::pair<std::string, double>> extra;
@@ -67,8 +67,8 @@ class KVCache {
   KVCache& operator=(const KVCache&) = delete;
 
   /// Append new tokens. keys/values: [B, H, S, D] with D == head_dim; S may be 0.
-  /// queries (optional): [B, Hq, S, D], Hq a multiple of H; query head q belongs to KV head q/(Hq/H).
-  /// B and H must stay the same across calls. NaN/Inf is rejected.
+  /// queries (optional): [B, Hq, S, D], Hq a multiple of H; query head q belongs to KV head
+  /// q/(Hq/H). B and H must stay the same across calls. NaN/Inf is rejected.
   void update(const Tensor& keys, const Tensor& values, const Tensor* queries = nullptr);
   /// update() then fetch().
   FetchResult update_and_fetch(const Tensor& keys, const Tensor& values,
@@ -120,8 +120,8 @@ class KVCache {
 };
 
 /// Build one layer's cache from a config.
-std::unique_ptr<KVCache> make_cache(const CacheConfig& config, int64_t head_dim,
-                                    int64_t layer = 0, int64_t n_layers = 1, uint64_t seed = 0);
+std::unique_ptr<KVCache> make_cache(const CacheConfig& config, int64_t head_dim, int64_t layer = 0,
+                                    int64_t n_layers = 1, uint64_t seed = 0);
 std::unique_ptr<KVCache> make_cache(const std::string& spec, int64_t head_dim);
 
 /// One cache per layer, the same config in each, per-layer seeds derived from `seed`.

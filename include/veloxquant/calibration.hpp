@@ -76,8 +76,8 @@ struct Calibration {
   /// Parse file bytes; every field is checked, sizes before any allocation. Throws FormatError
   /// naming the field and its limit.
   static Calibration parse(const uint8_t* data, size_t size);
-  void save(const std::string& path) const;                ///< IoError
-  static Calibration load(const std::string& path);        ///< IoError / FormatError
+  void save(const std::string& path) const;          ///< IoError
+  static Calibration load(const std::string& path);  ///< IoError / FormatError
   /// Set by parse(): the checksum it verified, returned by id() without re-serializing.
   /// 0 = compute. Code that edits a parsed calibration must reset it to 0.
   uint64_t verified_id = 0;

@@ -7,7 +7,8 @@
 //
 // Sections are the unit a container (the .vqkv file format) stores:
 //   - per-head methods (kvtc, uniform, svdq_split) write H sections, section h holding head h;
-//   - heads_coupled methods (q8_0, q4_0: llama.cpp blocks span a token's row of all heads) write one
+//   - heads_coupled methods (q8_0, q4_0: llama.cpp blocks span a token's row of all heads) write
+//   one
 //     section with head = -1 holding every head.
 // A section's bytes are self-contained given the block's (H, S, D) and the codec's config: the
 // container stores those, the method spec string (config().to_string()) and the section bytes.
@@ -50,9 +51,9 @@ struct ByteBreakdown {
 
 /// One self-contained piece of an encoded block.
 struct EncodedSection {
-  int64_t head = -1;            ///< KV head held by this section; -1 = all heads
-  std::vector<uint8_t> bytes;   ///< the stored bytes
-  ByteBreakdown breakdown;      ///< breakdown.total() == bytes.size()
+  int64_t head = -1;           ///< KV head held by this section; -1 = all heads
+  std::vector<uint8_t> bytes;  ///< the stored bytes
+  ByteBreakdown breakdown;     ///< breakdown.total() == bytes.size()
   /// What payload + table would cost with every code packed at its fixed bit width (no entropy
   /// coding, no tables): the "pre-entropy" payload size.
   int64_t fixed_width_payload = 0;

@@ -54,7 +54,8 @@ class CacheConfig {
 
   bool operator==(const CacheConfig& o) const {
     return method_ == o.method_ && values_ == o.values_ && explicit_ == o.explicit_ &&
-           (codec_ == nullptr) == (o.codec_ == nullptr) && (codec_ == nullptr || *codec_ == *o.codec_);
+           (codec_ == nullptr) == (o.codec_ == nullptr) &&
+           (codec_ == nullptr || *codec_ == *o.codec_);
   }
 
  private:
@@ -62,9 +63,9 @@ class CacheConfig {
   void validate() const;
 
   std::string method_;
-  std::map<std::string, OptionValue, std::less<>> values_;    // every option, defaults filled
-  std::map<std::string, bool, std::less<>> explicit_;          // which ones the user set
-  std::shared_ptr<const CacheConfig> codec_;                   // "+codec" part, immutable
+  std::map<std::string, OptionValue, std::less<>> values_;  // every option, defaults filled
+  std::map<std::string, bool, std::less<>> explicit_;       // which ones the user set
+  std::shared_ptr<const CacheConfig> codec_;                // "+codec" part, immutable
 };
 
 }  // namespace vq

@@ -46,8 +46,8 @@ std::string cat(Args&&... args) {
 }  // namespace vq
 
 /// Throw `Type` with a message built by streaming every argument, when `cond` is false.
-#define VQ_CHECK(cond, Type, ...)                          \
-  do {                                                     \
+#define VQ_CHECK(cond, Type, ...)                            \
+  do {                                                       \
     if (!(cond)) throw Type(::vq::detail::cat(__VA_ARGS__)); \
   } while (0)
 

@@ -29,16 +29,43 @@ namespace vq {
 /// ggml's type ids (the numbers stored in GGUF files). Only the ones listed in
 /// ggml_type_supported() can be read; the others are named in errors.
 enum class GgmlType : uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-  IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22,
-  IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
-  TQ1_0 = 34, TQ2_0 = 35,
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
 };
 
 /// "F32", "Q4_K", ... or "type#N" for an id ggml does not define.
 std::string ggml_type_name(uint32_t type);
-/// True for the types this reader dequantizes: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K.
+/// True for the types this reader dequantizes: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K
+/// Q6_K.
 bool ggml_type_supported(uint32_t type);
 /// "F32, F16, BF16, ..." (for error messages).
 std::string ggml_supported_types_list();
@@ -58,8 +85,19 @@ void ggml_dequantize(GgmlType t, const uint8_t* src, float* dst, int64_t n);
 // Metadata values
 
 enum class GgufValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 /// "uint8", ..., "array", or "type#N".
 std::string gguf_value_type_name(uint32_t t);
@@ -88,7 +126,7 @@ struct GgufValue {
   /// Checked conversions: throw FormatError naming `key` when the type does not fit or the value
   /// is out of range.
   int64_t as_int(const std::string& key) const;
-  double as_float(const std::string& key) const;   // integers convert too
+  double as_float(const std::string& key) const;  // integers convert too
   bool as_bool(const std::string& key) const;
   const std::string& as_string(const std::string& key) const;
   std::vector<std::string> as_string_array(const std::string& key) const;

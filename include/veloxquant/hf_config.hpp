@@ -38,7 +38,8 @@ struct HfModelConfig {
   std::string torch_dtype;
 
   /// Parse config.json text; `source` names it in errors.
-  static HfModelConfig parse(const std::string& json_text, const std::string& source = "config.json");
+  static HfModelConfig parse(const std::string& json_text,
+                             const std::string& source = "config.json");
   /// Read and parse a config.json file (or the config.json inside a directory).
   static HfModelConfig load(const std::string& path);
   /// "llama, mistral, qwen2".

@@ -38,8 +38,8 @@ struct ArchConfig {
 };
 
 struct WeightTensor {
-  std::string name;     ///< canonical name
-  std::string source;   ///< name in the file
+  std::string name;               ///< canonical name
+  std::string source;             ///< name in the file
   GgmlType type = GgmlType::F32;  ///< F32 / F16 / BF16 for safetensors
   std::vector<int64_t> shape;     ///< row-major: [rows, row length]
   const uint8_t* data = nullptr;  ///< inside the memory map

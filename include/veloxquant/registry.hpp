@@ -28,10 +28,10 @@ const char* family_name(Family f);
 struct OptionSpec {
   std::string name;
   OptionType type = OptionType::Int;
-  std::string default_value;          ///< text form, parsed like a user value
-  double min = 0, max = 0;            ///< inclusive range for Int/Float/IntList items
-  std::vector<std::string> choices;   ///< allowed values for Choice
-  std::string help;                   ///< one line: meaning and units
+  std::string default_value;         ///< text form, parsed like a user value
+  double min = 0, max = 0;           ///< inclusive range for Int/Float/IntList items
+  std::vector<std::string> choices;  ///< allowed values for Choice
+  std::string help;                  ///< one line: meaning and units
 };
 
 struct MethodInfo {

@@ -68,9 +68,11 @@ class SafetensorsModel {
   /// Every tensor name, sorted.
   std::vector<std::string> names() const;
   /// nullptr when absent; `shard` receives the file holding it.
-  const SafetensorsTensor* find_tensor(const std::string& name, const SafetensorsFile** shard = nullptr) const;
+  const SafetensorsTensor* find_tensor(const std::string& name,
+                                       const SafetensorsFile** shard = nullptr) const;
   /// Required: FormatError naming the tensor when absent.
-  const SafetensorsTensor& tensor(const std::string& name, const SafetensorsFile** shard = nullptr) const;
+  const SafetensorsTensor& tensor(const std::string& name,
+                                  const SafetensorsFile** shard = nullptr) const;
   std::vector<float> to_float(const std::string& name) const;
   uint64_t total_bytes() const;
 

@@ -15,7 +15,9 @@ namespace vq {
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 /// Round a float through fp16 and back (what storing it as fp16 would keep).
-inline float round_to_fp16(float f) { return fp16_to_fp32(fp32_to_fp16(f)); }
+inline float round_to_fp16(float f) {
+  return fp16_to_fp32(fp32_to_fp16(f));
+}
 
 /// bfloat16 helpers (upper 16 bits of a float, round to nearest even).
 float bf16_to_fp32(uint16_t h);

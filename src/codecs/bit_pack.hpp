@@ -11,7 +11,9 @@
 namespace vq::codecs {
 
 /// Bytes a run of `bits` packed bits takes.
-inline int64_t packed_bytes(int64_t bits) { return (bits + 7) / 8; }
+inline int64_t packed_bytes(int64_t bits) {
+  return (bits + 7) / 8;
+}
 
 /// Pack codes[0:n) (each < 2^width, width in [1, 8]) into packed_bytes(n * width) bytes.
 inline void pack_fixed(const uint8_t* codes, int64_t n, int width, uint8_t* out) {

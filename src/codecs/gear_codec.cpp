@@ -22,7 +22,9 @@ void put_u16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v & 0xFFu);
   p[1] = static_cast<uint8_t>(v >> 8);
 }
-uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint16_t get_u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
 
 }  // namespace
 
@@ -98,7 +100,8 @@ void GearCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, f
   const int64_t D = dim(), rb = row_bytes(), m = outliers_;
   const int64_t a_at = 8 + 4 * m, q_at = a_at + 2 * r_;
   std::vector<float> B(static_cast<size_t>(r_ * D));
-  for (int64_t i = 0; i < r_ * D; ++i) B[static_cast<size_t>(i)] = fp16_to_fp32(get_u16(params + 2 * i));
+  for (int64_t i = 0; i < r_ * D; ++i)
+    B[static_cast<size_t>(i)] = fp16_to_fp32(get_u16(params + 2 * i));
   std::vector<uint8_t> q(static_cast<size_t>(D));
   for (int64_t t = 0; t < n; ++t) {
     const uint8_t* row = codes + t * rb;

@@ -21,7 +21,9 @@ namespace vq::codecs {
 
 namespace {
 
-const char* type_name(coding::GgmlType t) { return t == coding::GgmlType::Q8_0 ? "q8_0" : "q4_0"; }
+const char* type_name(coding::GgmlType t) {
+  return t == coding::GgmlType::Q8_0 ? "q8_0" : "q4_0";
+}
 
 void put_scale(float d, uint8_t* out) {
   const uint16_t h = fp32_to_fp16(d);
@@ -59,8 +61,10 @@ void q4_0_block(const float* x, int64_t B, uint8_t* out) {
   for (int64_t j = 0; j < half; ++j) {
     const float s0 = x[j] * id + 8.5f;
     const float s1 = x[half + j] * id + 8.5f;
-    const uint8_t q0 = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s0))));
-    const uint8_t q1 = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s1))));
+    const uint8_t q0 =
+        static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s0))));
+    const uint8_t q1 =
+        static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s1))));
     out[2 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
   }
 }

@@ -36,9 +36,13 @@ KiviCodec::KiviCodec(int64_t dim, bool keys, int bits, int64_t group, int64_t re
            " must be >= 1 and residual = ", residual, " >= 0");
 }
 
-int64_t KiviCodec::row_bytes() const { return (keys_ ? 0 : 8 * groups()) + code_bytes(); }
+int64_t KiviCodec::row_bytes() const {
+  return (keys_ ? 0 : 8 * groups()) + code_bytes();
+}
 
-int64_t KiviCodec::chunk_param_bytes(int64_t) const { return keys_ ? 8 * dim() : 0; }
+int64_t KiviCodec::chunk_param_bytes(int64_t) const {
+  return keys_ ? 8 * dim() : 0;
+}
 
 void KiviCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) {
   const int64_t D = dim(), rb = row_bytes();
@@ -49,10 +53,12 @@ void KiviCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* c
     std::vector<float> col(static_cast<size_t>(n));
     std::vector<uint8_t> cq(static_cast<size_t>(n));
     for (int64_t c = 0; c < D; ++c) {  // each channel over the chunk's tokens
-      for (int64_t t = 0; t < n; ++t) col[static_cast<size_t>(t)] = x[static_cast<size_t>(t * D + c)];
+      for (int64_t t = 0; t < n; ++t)
+        col[static_cast<size_t>(t)] = x[static_cast<size_t>(t * D + c)];
       const coding::AffineParams p = coding::fit_affine(col.data(), n, bits_);
       coding::quantize_affine(col.data(), n, p, bits_, cq.data());
-      for (int64_t t = 0; t < n; ++t) q[static_cast<size_t>(t * D + c)] = cq[static_cast<size_t>(t)];
+      for (int64_t t = 0; t < n; ++t)
+        q[static_cast<size_t>(t * D + c)] = cq[static_cast<size_t>(t)];
       put_params(p, params + 8 * c);
     }
     for (int64_t t = 0; t < n; ++t) pack_fixed(q.data() + t * D, D, bits_, codes + t * rb);
@@ -92,7 +98,8 @@ void KiviCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, f
       unpack_fixed(codes + t * rb, D, bits_, q);
       float* y = out + t * D;
       for (int64_t c = 0; c < D; ++c)
-        y[c] = mins[static_cast<size_t>(c)] + static_cast<float>(q[c]) * scales[static_cast<size_t>(c)];
+        y[c] = mins[static_cast<size_t>(c)] +
+               static_cast<float>(q[c]) * scales[static_cast<size_t>(c)];
     }
   } else {
     for (int64_t t = 0; t < n; ++t) {

@@ -28,8 +28,7 @@ class KiviCodec final : public store::RowCodec {
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
   /// The Huffman-coded size transform::KiviRowCoder gives the same chunk.
-  int64_t stored_chunk_bytes(const uint8_t* params, const uint8_t* codes,
-                             int64_t n) const override;
+  int64_t stored_chunk_bytes(const uint8_t* params, const uint8_t* codes, int64_t n) const override;
 
  private:
   int64_t groups() const { return (dim() + group_ - 1) / group_; }

@@ -89,16 +89,15 @@ void PcaCodec::take_model(const std::vector<uint8_t>& header) {
         const size_t t = static_cast<size_t>(j * kCalibWidths + b);
         const float lo = e.range_lo[t], hi = e.range_hi[t];
         fixed_.push_back(coding::AffineParams{
-            lo, std::max((hi - lo) / static_cast<float>(coding::quant_levels(b)),
-                         coding::kMinScale)});
+            lo,
+            std::max((hi - lo) / static_cast<float>(coding::quant_levels(b)), coding::kMinScale)});
       }
     }
   } else {
     own_mean_ = m.mean;
     own_basis_ = m.basis;
     mean_ = own_mean_.data();
-    for (int64_t j = 0; j < k; ++j)
-      basis_rows_[static_cast<size_t>(j)] = own_basis_.data() + j * D;
+    for (int64_t j = 0; j < k; ++j) basis_rows_[static_cast<size_t>(j)] = own_basis_.data() + j * D;
   }
   fitted_ = true;
 }
@@ -165,8 +164,8 @@ void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, fl
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t j = 0; j < k; ++j) {
       // coding::dequantize_affine's formula, then one multiply-add per value.
-      const float l = mins[static_cast<size_t>(j)] +
-                      static_cast<float>(q[static_cast<size_t>(j)]) * scales[static_cast<size_t>(j)];
+      const float l = mins[static_cast<size_t>(j)] + static_cast<float>(q[static_cast<size_t>(j)]) *
+                                                         scales[static_cast<size_t>(j)];
       const float* bj = basis_rows_[static_cast<size_t>(j)];
       for (int64_t d = 0; d < D; ++d) a[d] = madd(l, bj[d], a[d]);
     }
@@ -175,8 +174,7 @@ void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, fl
   }
 }
 
-int64_t PcaCodec::stored_chunk_bytes(const uint8_t* params, const uint8_t* codes,
-                                     int64_t n) const {
+int64_t PcaCodec::stored_chunk_bytes(const uint8_t* params, const uint8_t* codes, int64_t n) const {
   (void)params;
   const int64_t k = kept(), rb = row_bytes_;
   std::vector<uint8_t> out;
@@ -251,15 +249,17 @@ std::unique_ptr<store::RowCodec> make_kvtc_row_codec(const CacheConfig& c,
     VQ_CHECK(s.layer >= 0 && s.layer < cal->n_layers, InvalidArgument, "kvtc: layer ", s.layer,
              " is outside the calibration '", path, "' (n_layers = ", cal->n_layers, ")");
     // n_heads = 0: a probe that does not know the head count yet (e.g. asking wants_pre_rope()).
-    VQ_CHECK(s.n_heads == 0 || s.n_heads == cal->n_kv_heads, InvalidArgument, "kvtc: the cache has ", s.n_heads,
-             " KV heads but the calibration '", path, "' has n_kv_heads = ", cal->n_kv_heads);
+    VQ_CHECK(s.n_heads == 0 || s.n_heads == cal->n_kv_heads, InvalidArgument,
+             "kvtc: the cache has ", s.n_heads, " KV heads but the calibration '", path,
+             "' has n_kv_heads = ", cal->n_kv_heads);
     const RopeMode want = g.pre_rope ? RopeMode::Pre : RopeMode::Post;
-    VQ_CHECK(cal->rope == want, InvalidArgument, "kvtc: calibration '", path,
-             "' was measured on ", rope_mode_name(cal->rope), "-RoPE keys but the cache has rope=",
-             rope_mode_name(want));
+    VQ_CHECK(cal->rope == want, InvalidArgument, "kvtc: calibration '", path, "' was measured on ",
+             rope_mode_name(cal->rope), "-RoPE keys but the cache has rope=", rope_mode_name(want));
     VQ_CHECK(!(st.measured_alloc && !st.quant_calibrated) || g.chunk == cal->chunk_tokens,
-             InvalidArgument, "kvtc: alloc=dp_measured with quant=chunk uses the per-chunk error "
-             "the calibration '", path, "' measured with chunk_tokens = ", cal->chunk_tokens,
+             InvalidArgument,
+             "kvtc: alloc=dp_measured with quant=chunk uses the per-chunk error "
+             "the calibration '",
+             path, "' measured with chunk_tokens = ", cal->chunk_tokens,
              ", but this cache has chunk_tokens = ", g.chunk,
              "; match them (calibrate --chunk-tokens) or use quant=calibrated");
     st.calibration = cal;
@@ -283,15 +283,16 @@ std::unique_ptr<store::RowCodec> make_pca_row_codec(const CacheConfig& c,
 }
 
 store::RowCodecFactory family_row_codec_factory(transform::KvFactoryMaker maker) {
-  return [maker](const CacheConfig& c, const store::StreamInfo& s) -> std::unique_ptr<store::RowCodec> {
+  return [maker](const CacheConfig& c,
+                 const store::StreamInfo& s) -> std::unique_ptr<store::RowCodec> {
     const int64_t D = s.head_dim;
     check_dim(c, D);
     std::unique_ptr<transform::RowCoder> coder = maker(c, D)(D, s.kv);
     const PcaGeometry g = pca_geometry(c, D);
     if (dynamic_cast<transform::FixedRulePcaCoder*>(coder.get()) != nullptr)
       // FixedRulePcaCoder's inner coder reads with default settings (Huffman streams).
-      return std::make_unique<PcaCodec>(D, std::move(coder), transform::PcaSettings{},
-                                        stream_id(s), g);
+      return std::make_unique<PcaCodec>(D, std::move(coder), transform::PcaSettings{}, stream_id(s),
+                                        g);
     if (dynamic_cast<transform::Fp16RowCoder*>(coder.get()) != nullptr)
       return std::make_unique<store::Fp16Codec>(D, g.chunk, 0, 0, g.fit);
     if (dynamic_cast<transform::GearRowCoder*>(coder.get()) != nullptr)

@@ -45,8 +45,8 @@ class PcaCodec final : public store::RowCodec {
   /// FixedRulePcaCoder); `reader` settings parse it back (they carry the calibration, if any)
   /// and give the entropy policy of the storage form. A fitter whose model is given (a
   /// calibration) is fitted at once: fit_rows() is then 0.
-  PcaCodec(int64_t dim, std::unique_ptr<transform::RowCoder> fitter,
-           transform::PcaSettings reader, transform::StreamId id, PcaGeometry g);
+  PcaCodec(int64_t dim, std::unique_ptr<transform::RowCoder> fitter, transform::PcaSettings reader,
+           transform::StreamId id, PcaGeometry g);
 
   int64_t chunk_rows() const override { return g_.chunk; }
   int64_t recent_rows() const override { return g_.recent; }
@@ -64,8 +64,7 @@ class PcaCodec final : public store::RowCodec {
   int64_t state_bytes() const override;
   int64_t external_bytes() const override { return external_bytes_; }
   int64_t external_entry() const override { return external_entry_; }
-  int64_t stored_chunk_bytes(const uint8_t* params, const uint8_t* codes,
-                             int64_t n) const override;
+  int64_t stored_chunk_bytes(const uint8_t* params, const uint8_t* codes, int64_t n) const override;
   int64_t stored_header_bytes() const override { return header_bytes_; }
 
   int64_t kept() const { return static_cast<int64_t>(widths_.size()); }
@@ -81,11 +80,11 @@ class PcaCodec final : public store::RowCodec {
   PcaGeometry g_;
   bool given_model_ = false, fitted_ = false, fixed_ranges_ = false;
   int64_t row_bytes_ = 0, header_bytes_ = 0, external_bytes_ = 0, external_entry_ = -1;
-  std::vector<uint8_t> widths_;                   // [k]
-  std::vector<float> own_mean_, own_basis_;       // local model: [D], [k, D]
-  const float* mean_ = nullptr;                   // own_mean_ or the calibration's
-  std::vector<const float*> basis_rows_;          // [k] rows of own_basis_ or the calibration's
-  std::vector<coding::AffineParams> fixed_;       // [k] quant=calibrated ranges
+  std::vector<uint8_t> widths_;                     // [k]
+  std::vector<float> own_mean_, own_basis_;         // local model: [D], [k, D]
+  const float* mean_ = nullptr;                     // own_mean_ or the calibration's
+  std::vector<const float*> basis_rows_;            // [k] rows of own_basis_ or the calibration's
+  std::vector<coding::AffineParams> fixed_;         // [k] quant=calibrated ranges
   std::shared_ptr<const Calibration> calibration_;  // keeps the referenced model alive
 };
 

@@ -36,7 +36,8 @@ double total_distortion(const std::vector<double>& variances, const std::vector<
 }
 
 std::vector<int> normalize_bit_choices(const std::vector<int64_t>& choices) {
-  VQ_CHECK(!choices.empty(), InvalidArgument, "bit_choices is empty; give at least 0 and one width");
+  VQ_CHECK(!choices.empty(), InvalidArgument,
+           "bit_choices is empty; give at least 0 and one width");
   std::vector<int> out;
   for (int64_t c : choices) {
     VQ_CHECK(c >= 0 && c <= kMaxQuantBits, InvalidArgument, "bit_choices: width ", c,
@@ -47,7 +48,8 @@ std::vector<int> normalize_bit_choices(const std::vector<int64_t>& choices) {
   out.erase(std::unique(out.begin(), out.end()), out.end());
   VQ_CHECK(out.front() == 0, InvalidArgument,
            "bit_choices must contain 0 (a dropped component), so that every budget is feasible; "
-           "smallest given is ", out.front());
+           "smallest given is ",
+           out.front());
   return out;
 }
 
@@ -132,19 +134,17 @@ std::vector<int> dp_allocate_bits_table(const std::vector<double>& dist, int64_t
   VQ_CHECK(!choices.empty() && choices.front() == 0, InvalidArgument,
            "dp_allocate_bits_table: choices must be sorted and start with 0");
   const int max_choice = choices.back();
-  VQ_CHECK(stride > max_choice && dist.size() % static_cast<size_t>(stride) == 0,
-           InvalidArgument, "dp_allocate_bits_table: stride ", stride,
-           " must exceed the largest choice ", max_choice, " and divide the table size ",
-           dist.size());
+  VQ_CHECK(stride > max_choice && dist.size() % static_cast<size_t>(stride) == 0, InvalidArgument,
+           "dp_allocate_bits_table: stride ", stride, " must exceed the largest choice ",
+           max_choice, " and divide the table size ", dist.size());
   for (size_t i = 0; i < dist.size(); ++i)
     VQ_CHECK(std::isfinite(dist[i]) && dist[i] >= 0, InvalidArgument,
              "dp_allocate_bits_table: entry ", i, " = ", dist[i], " must be finite and >= 0");
   const int64_t n = static_cast<int64_t>(dist.size()) / stride;
   double total = 0;  // the b = 0 column: each component's whole error when dropped
   for (int64_t i = 0; i < n; ++i) total += dist[static_cast<size_t>(i * stride)];
-  return dp_core(n, budget, choices, kTieTolerance * total, [&](int64_t i, int b) {
-    return dist[static_cast<size_t>(i * stride + b)];
-  });
+  return dp_core(n, budget, choices, kTieTolerance * total,
+                 [&](int64_t i, int b) { return dist[static_cast<size_t>(i * stride + b)]; });
 }
 
 double table_distortion(const std::vector<double>& dist, int64_t stride,
@@ -236,19 +236,20 @@ std::vector<int> waterfill_allocate_bits(const std::vector<double>& variances, i
 }
 
 std::vector<int> uniform_allocate_bits(int64_t n, int64_t budget, int max_bits) {
-  VQ_CHECK(n >= 0 && budget >= 0, InvalidArgument, "uniform allocation: n = ", n, ", budget = ",
-           budget, " must both be >= 0");
+  VQ_CHECK(n >= 0 && budget >= 0, InvalidArgument, "uniform allocation: n = ", n,
+           ", budget = ", budget, " must both be >= 0");
   std::vector<int> bits(static_cast<size_t>(n), 0);
   if (n == 0) return bits;
   const int64_t q = budget / n, rem = budget % n;
   for (int64_t i = 0; i < n; ++i)
-    bits[static_cast<size_t>(i)] = static_cast<int>(std::min<int64_t>(q + (i < rem ? 1 : 0), max_bits));
+    bits[static_cast<size_t>(i)] =
+        static_cast<int>(std::min<int64_t>(q + (i < rem ? 1 : 0), max_bits));
   return bits;
 }
 
 std::vector<int> split_allocate_bits(int64_t n, int64_t budget, int max_bits) {
-  VQ_CHECK(n >= 0 && budget >= 0, InvalidArgument, "split allocation: n = ", n, ", budget = ",
-           budget, " must both be >= 0");
+  VQ_CHECK(n >= 0 && budget >= 0, InvalidArgument, "split allocation: n = ", n,
+           ", budget = ", budget, " must both be >= 0");
   std::vector<int> bits(static_cast<size_t>(n), 0);
   if (n == 0) return bits;
   const int64_t n_hi = std::max<int64_t>(1, n / 4);

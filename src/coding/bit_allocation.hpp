@@ -34,9 +34,9 @@ std::vector<int> normalize_bit_choices(const std::vector<int64_t>& choices);
 /// that count as tied (this absorbs the rounding of sums taken in different orders). Ties are
 /// broken the same way at every scale of the variances: first the allocation that uses fewer bits
 /// in total (so bits that buy nothing, e.g. on a numerically-zero component, are not spent), then
-/// the one that gives more bits to the lowest index. With equal variances and contiguous choices 0..k the result is
-/// floor(B/n) bits each plus one extra bit for the first B mod n components (capped at k).
-/// Cost O(n * min(budget, n * max_choice) * |choices|) time, O(n * budget) memory.
+/// the one that gives more bits to the lowest index. With equal variances and contiguous choices
+/// 0..k the result is floor(B/n) bits each plus one extra bit for the first B mod n components
+/// (capped at k). Cost O(n * min(budget, n * max_choice) * |choices|) time, O(n * budget) memory.
 std::vector<int> dp_allocate_bits(const std::vector<double>& variances, int64_t budget,
                                   const std::vector<int>& choices, double beta);
 

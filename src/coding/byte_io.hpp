@@ -22,7 +22,9 @@ namespace vq::coding {
 // ---------------------------------------------------------------------------------------------
 // Byte writer / reader
 
-inline void put_u8(std::vector<uint8_t>& out, uint8_t v) { out.push_back(v); }
+inline void put_u8(std::vector<uint8_t>& out, uint8_t v) {
+  out.push_back(v);
+}
 
 inline void put_varint(std::vector<uint8_t>& out, uint64_t v) {
   while (v >= 0x80u) {
@@ -117,10 +119,9 @@ class ByteReader {
              " bytes) at offset ", pos_, " but only ", remaining(), " bytes remain (truncated)");
     const uint8_t* p = data_ + pos_;
     for (size_t i = 0; i < n; ++i) {
-      const uint32_t bits = static_cast<uint32_t>(p[4 * i]) |
-                            (static_cast<uint32_t>(p[4 * i + 1]) << 8) |
-                            (static_cast<uint32_t>(p[4 * i + 2]) << 16) |
-                            (static_cast<uint32_t>(p[4 * i + 3]) << 24);
+      const uint32_t bits =
+          static_cast<uint32_t>(p[4 * i]) | (static_cast<uint32_t>(p[4 * i + 1]) << 8) |
+          (static_cast<uint32_t>(p[4 * i + 2]) << 16) | (static_cast<uint32_t>(p[4 * i + 3]) << 24);
       VQ_CHECK((bits & 0x7F800000u) != 0x7F800000u, FormatError, what, ": value ", i,
                " is NaN or Inf");
       std::memcpy(&out[i], &bits, 4);

@@ -8,10 +8,11 @@
 
 namespace vq::coding {
 
-DistortionFit fit_distortion_curve(const std::vector<int>& bits, int64_t block_size,
-                                   int64_t trials, uint64_t seed) {
-  VQ_CHECK(block_size >= 2 && trials >= 1, InvalidArgument, "fit_distortion_curve: block_size = ",
-           block_size, " must be >= 2 and trials = ", trials, " >= 1");
+DistortionFit fit_distortion_curve(const std::vector<int>& bits, int64_t block_size, int64_t trials,
+                                   uint64_t seed) {
+  VQ_CHECK(block_size >= 2 && trials >= 1, InvalidArgument,
+           "fit_distortion_curve: block_size = ", block_size, " must be >= 2 and trials = ", trials,
+           " >= 1");
   VQ_CHECK(bits.size() >= 2, InvalidArgument,
            "fit_distortion_curve: needs at least two bit widths, got ", bits.size());
   for (int b : bits)

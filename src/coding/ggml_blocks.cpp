@@ -52,16 +52,21 @@ void q4_0_block(const float* x, uint8_t* out) {
     const float x1 = x[16 + j] * id;
     const float s0 = x0 + 8.5f;
     const float s1 = x1 + 8.5f;
-    // x * id lies in [-8, 8] (up to rounding), so s is in [0.5, 16.5] and the truncation is in range.
-    const uint8_t q0 = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s0))));
-    const uint8_t q1 = static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s1))));
+    // x * id lies in [-8, 8] (up to rounding), so s is in [0.5, 16.5] and the truncation is in
+    // range.
+    const uint8_t q0 =
+        static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s0))));
+    const uint8_t q1 =
+        static_cast<uint8_t>(std::min(15, static_cast<int>(static_cast<int8_t>(s1))));
     out[2 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
   }
 }
 
 }  // namespace
 
-int64_t ggml_block_bytes(GgmlType t) { return t == GgmlType::Q8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes; }
+int64_t ggml_block_bytes(GgmlType t) {
+  return t == GgmlType::Q8_0 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+}
 
 void ggml_quantize_row(GgmlType t, const float* x, int64_t k, uint8_t* out) {
   const int64_t nb = ggml_row_blocks(k);

@@ -30,9 +30,13 @@ enum class GgmlType : int { Q8_0 = 8, Q4_0 = 2 };  // ggml's own enum values for
 /// Bytes of one block of `t`.
 int64_t ggml_block_bytes(GgmlType t);
 /// Blocks a row of k values takes: ceil(k / 32).
-inline int64_t ggml_row_blocks(int64_t k) { return (k + kGgmlBlockValues - 1) / kGgmlBlockValues; }
+inline int64_t ggml_row_blocks(int64_t k) {
+  return (k + kGgmlBlockValues - 1) / kGgmlBlockValues;
+}
 /// Bytes a row of k values takes.
-inline int64_t ggml_row_bytes(GgmlType t, int64_t k) { return ggml_row_blocks(k) * ggml_block_bytes(t); }
+inline int64_t ggml_row_bytes(GgmlType t, int64_t k) {
+  return ggml_row_blocks(k) * ggml_block_bytes(t);
+}
 
 /// Quantize x[0:k) into ggml_row_bytes(t, k) bytes at out.
 void ggml_quantize_row(GgmlType t, const float* x, int64_t k, uint8_t* out);

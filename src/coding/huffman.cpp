@@ -14,7 +14,6 @@ int64_t fixed_bytes(size_t n, int width) {
   return static_cast<int64_t>((static_cast<uint64_t>(n) * static_cast<uint64_t>(width) + 7) / 8);
 }
 
-
 // Writes an MSB-first bit string into a pre-sized buffer, 32 bits per store. Produces the same
 // bytes as BitWriter; never writes past the bytes the bits fill (the caller sizes the buffer).
 class FastBitWriter {
@@ -66,14 +65,23 @@ void pack_fixed(const uint8_t* sym, size_t n, uint8_t* p) {
 
 void pack_fixed_any(const uint8_t* sym, size_t n, int width, uint8_t* p) {
   switch (width) {
-    case 1: return pack_fixed<1>(sym, n, p);
-    case 2: return pack_fixed<2>(sym, n, p);
-    case 3: return pack_fixed<3>(sym, n, p);
-    case 4: return pack_fixed<4>(sym, n, p);
-    case 5: return pack_fixed<5>(sym, n, p);
-    case 6: return pack_fixed<6>(sym, n, p);
-    case 7: return pack_fixed<7>(sym, n, p);
-    default: std::memcpy(p, sym, n); return;
+    case 1:
+      return pack_fixed<1>(sym, n, p);
+    case 2:
+      return pack_fixed<2>(sym, n, p);
+    case 3:
+      return pack_fixed<3>(sym, n, p);
+    case 4:
+      return pack_fixed<4>(sym, n, p);
+    case 5:
+      return pack_fixed<5>(sym, n, p);
+    case 6:
+      return pack_fixed<6>(sym, n, p);
+    case 7:
+      return pack_fixed<7>(sym, n, p);
+    default:
+      std::memcpy(p, sym, n);
+      return;
   }
 }
 
@@ -90,14 +98,23 @@ void unpack_fixed(const uint8_t* p, size_t groups, uint8_t* out) {
 
 void unpack_fixed_any(const uint8_t* p, size_t groups, int width, uint8_t* out) {
   switch (width) {
-    case 1: return unpack_fixed<1>(p, groups, out);
-    case 2: return unpack_fixed<2>(p, groups, out);
-    case 3: return unpack_fixed<3>(p, groups, out);
-    case 4: return unpack_fixed<4>(p, groups, out);
-    case 5: return unpack_fixed<5>(p, groups, out);
-    case 6: return unpack_fixed<6>(p, groups, out);
-    case 7: return unpack_fixed<7>(p, groups, out);
-    default: std::memcpy(out, p, 8 * groups); return;
+    case 1:
+      return unpack_fixed<1>(p, groups, out);
+    case 2:
+      return unpack_fixed<2>(p, groups, out);
+    case 3:
+      return unpack_fixed<3>(p, groups, out);
+    case 4:
+      return unpack_fixed<4>(p, groups, out);
+    case 5:
+      return unpack_fixed<5>(p, groups, out);
+    case 6:
+      return unpack_fixed<6>(p, groups, out);
+    case 7:
+      return unpack_fixed<7>(p, groups, out);
+    default:
+      std::memcpy(out, p, 8 * groups);
+      return;
   }
 }
 
@@ -230,8 +247,7 @@ void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
       size_t pick = m;
       for (size_t i = 0; i < m; ++i) {
         if (len[i] >= max_len) continue;
-        if (pick == m || len[i] > len[pick] ||
-            (len[i] == len[pick] && weight[i] < weight[pick]))
+        if (pick == m || len[i] > len[pick] || (len[i] == len[pick] && weight[i] < weight[pick]))
           pick = i;
       }
       kraft -= int64_t{1} << (max_len - len[pick] - 1);
@@ -279,8 +295,10 @@ StreamSizes HuffmanEncoder::encode(const uint8_t* symbols, size_t n, int width,
 
 const char* entropy_policy_name(EntropyPolicy p) {
   switch (p) {
-    case EntropyPolicy::Huffman: return "huffman";
-    case EntropyPolicy::Auto: return "auto";
+    case EntropyPolicy::Huffman:
+      return "huffman";
+    case EntropyPolicy::Auto:
+      return "auto";
   }
   return "?";
 }
@@ -595,8 +613,8 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
         br.consume(l);
       }
       const uint64_t used_bits = br.consumed();
-      VQ_CHECK(used_bits <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ",
-               n, " symbols needs ", used_bits, " bits but only ", 8 * payload, " are stored");
+      VQ_CHECK(used_bits <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ", n,
+               " symbols needs ", used_bits, " bits but only ", 8 * payload, " are stored");
       VQ_CHECK((used_bits + 7) / 8 == payload, FormatError, "Huffman payload: ", payload,
                " bytes stored but the ", n, " symbols use only ", (used_bits + 7) / 8);
       const int pad = static_cast<int>(8 * payload - used_bits);

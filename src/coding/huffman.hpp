@@ -110,7 +110,8 @@ class HuffmanDecoder {
 void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
                           std::vector<uint8_t>& lengths);
 
-/// Canonical codes for the given lengths (DEFLATE rule). codes[s] is meaningful where lengths[s] > 0.
+/// Canonical codes for the given lengths (DEFLATE rule). codes[s] is meaningful where lengths[s] >
+/// 0.
 void canonical_codes(const std::vector<uint8_t>& lengths, std::vector<uint32_t>& codes);
 
 }  // namespace vq::coding

@@ -1,10 +1,10 @@
 // The affine min/max scalar quantizer KVTC applies to each surviving principal component.
 //
 // For b bits (1 <= b <= 8) over values x[0:n): levels = 2^b - 1, min = min(x),
-// scale = max((max(x) - min) / levels, kMinScale), code = clamp(round((x - min) / scale), 0, levels),
-// and the reconstruction is min + code * scale. min and scale are stored as fp32, so the encoder
-// computes with exactly the fp32 values the decoder will read. A constant input has
-// scale = kMinScale and reconstructs exactly to min.
+// scale = max((max(x) - min) / levels, kMinScale), code = clamp(round((x - min) / scale), 0,
+// levels), and the reconstruction is min + code * scale. min and scale are stored as fp32, so the
+// encoder computes with exactly the fp32 values the decoder will read. A constant input has scale =
+// kMinScale and reconstructs exactly to min.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,9 @@ struct AffineParams {
 };
 
 /// 2^bits - 1.
-inline int quant_levels(int bits) { return (1 << bits) - 1; }
+inline int quant_levels(int bits) {
+  return (1 << bits) - 1;
+}
 
 /// min/max over x[0:n) (n >= 1) turned into (min, scale) for `bits` bits.
 AffineParams fit_affine(const float* x, int64_t n, int bits);

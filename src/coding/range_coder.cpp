@@ -154,7 +154,7 @@ class Encoder {
 };
 
 [[noreturn]] __attribute__((noinline, cold)) void throw_outside(size_t at, uint32_t v,
-                                                                 uint32_t total) {
+                                                                uint32_t total) {
   VQ_THROW(FormatError, "range stream: code value at symbol ", at, " maps to count ", v,
            ", outside the model's total ", total, " (no symbol of the alphabet there)");
 }
@@ -234,8 +234,8 @@ void RangeStreamDecoder::decode_body(ByteReader& in, uint8_t* out, size_t n, int
            " exceeds the limit ", kRangeMaxPrior);
   const uint64_t payload = in.varint("range stream payload size", UINT64_MAX);
   in.need(static_cast<size_t>(std::min<uint64_t>(payload, SIZE_MAX)), "range stream payload");
-  VQ_CHECK(payload == 0 || in.cursor()[payload - 1] != 0, FormatError,
-           "range stream: payload of ", payload, " bytes ends in a zero byte (not canonical)");
+  VQ_CHECK(payload == 0 || in.cursor()[payload - 1] != 0, FormatError, "range stream: payload of ",
+           payload, " bytes ends in a zero byte (not canonical)");
 
   const uint8_t* p = in.cursor();
   const uint8_t* const end = p + payload;

@@ -67,9 +67,10 @@ FetchResult KVCache::update_and_fetch(const Tensor& keys, const Tensor& values,
 }
 
 void KVCache::check_head(int64_t b, int64_t h) const {
-  VQ_CHECK(B_ > 0, InvalidArgument, config_.method(), ": the cache holds nothing before its first update");
-  VQ_CHECK(b >= 0 && b < B_ && h >= 0 && h < H_, InvalidArgument, config_.method(), ": head (b = ", b,
-           ", h = ", h, ") is outside B = ", B_, ", H = ", H_);
+  VQ_CHECK(B_ > 0, InvalidArgument, config_.method(),
+           ": the cache holds nothing before its first update");
+  VQ_CHECK(b >= 0 && b < B_ && h >= 0 && h < H_, InvalidArgument, config_.method(),
+           ": head (b = ", b, ", h = ", h, ") is outside B = ", B_, ", H = ", H_);
 }
 
 FetchResult KVCache::fetch() const {
@@ -96,8 +97,10 @@ FetchResult KVCache::fetch() const {
       std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return pos[x] < pos[y]; });
       for (int64_t i = 0; i < n; ++i) {
         const int64_t src = order[static_cast<size_t>(i)];
-        std::memcpy(r.keys.row(b, h, i), kbuf.data() + src * D, sizeof(float) * static_cast<size_t>(D));
-        std::memcpy(r.values.row(b, h, i), vbuf.data() + src * D, sizeof(float) * static_cast<size_t>(D));
+        std::memcpy(r.keys.row(b, h, i), kbuf.data() + src * D,
+                    sizeof(float) * static_cast<size_t>(D));
+        std::memcpy(r.values.row(b, h, i), vbuf.data() + src * D,
+                    sizeof(float) * static_cast<size_t>(D));
         r.positions[static_cast<size_t>((b * H_ + h) * n + i)] = pos[src];
       }
     }
@@ -136,8 +139,7 @@ std::unique_ptr<KVCache> make_cache(const std::string& spec, int64_t head_dim) {
 
 std::vector<std::unique_ptr<KVCache>> build_caches(const CacheConfig& config, int64_t n_layers,
                                                    int64_t head_dim, uint64_t seed) {
-  VQ_CHECK(n_layers >= 1, InvalidArgument, "build_caches: n_layers = ", n_layers,
-           " must be >= 1");
+  VQ_CHECK(n_layers >= 1, InvalidArgument, "build_caches: n_layers = ", n_layers, " must be >= 1");
   std::vector<std::unique_ptr<KVCache>> caches;
   caches.reserve(static_cast<size_t>(n_layers));
   for (int64_t l = 0; l < n_layers; ++l)

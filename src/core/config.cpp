@@ -11,12 +11,18 @@ namespace vq {
 
 const char* option_type_name(OptionType t) {
   switch (t) {
-    case OptionType::Int: return "int";
-    case OptionType::Float: return "float";
-    case OptionType::Bool: return "bool";
-    case OptionType::Choice: return "choice";
-    case OptionType::IntList: return "int list";
-    case OptionType::String: return "string";
+    case OptionType::Int:
+      return "int";
+    case OptionType::Float:
+      return "float";
+    case OptionType::Bool:
+      return "bool";
+    case OptionType::Choice:
+      return "choice";
+    case OptionType::IntList:
+      return "int list";
+    case OptionType::String:
+      return "string";
   }
   return "?";
 }
@@ -63,8 +69,8 @@ OptionValue parse_value(const std::string& method, const OptionSpec& o, std::str
       VQ_CHECK(ec == std::errc() && p == text.data() + text.size() && !text.empty(),
                InvalidArgument, method, ": option '", o.name, "' expects a number, got '", text,
                "'");
-      VQ_CHECK(std::isfinite(v) && v >= o.min && v <= o.max, InvalidArgument, method,
-               ": option '", o.name, "' = ", text, " is out of range; allowed ", range_text(o));
+      VQ_CHECK(std::isfinite(v) && v >= o.min && v <= o.max, InvalidArgument, method, ": option '",
+               o.name, "' = ", text, " is out of range; allowed ", range_text(o));
       return v;
     }
     case OptionType::Bool:
@@ -115,8 +121,8 @@ const OptionSpec& require_option(const MethodInfo& m, std::string_view key) {
   if (o == nullptr) {
     std::string known;
     for (const auto& opt : m.options) known += (known.empty() ? "" : ", ") + opt.name;
-    VQ_THROW(InvalidArgument, m.id, ": unknown option '", key, "'; known options: ",
-             known.empty() ? std::string("(none)") : known);
+    VQ_THROW(InvalidArgument, m.id, ": unknown option '", key,
+             "'; known options: ", known.empty() ? std::string("(none)") : known);
   }
   return *o;
 }
@@ -153,9 +159,10 @@ CacheConfig CacheConfig::parse(std::string_view spec) {
   VQ_CHECK(!spec.empty(), InvalidArgument, "empty method spec; expected 'method[:key=value,...]'");
   if (const size_t plus = codec_split(spec); plus != std::string_view::npos) {
     const std::string_view left = trim(spec.substr(0, plus)), right = trim(spec.substr(plus + 1));
-    VQ_CHECK(right.find('+') == std::string_view::npos || codec_split(right) == std::string_view::npos,
-             InvalidArgument, "spec '", spec,
-             "' composes more than two parts; expected 'policy[:...]+codec[:...]'");
+    VQ_CHECK(
+        right.find('+') == std::string_view::npos || codec_split(right) == std::string_view::npos,
+        InvalidArgument, "spec '", spec,
+        "' composes more than two parts; expected 'policy[:...]+codec[:...]'");
     CacheConfig policy = parse(left);
     CacheConfig codec = parse(right);
     const MethodInfo& pm = find_method(policy.method());

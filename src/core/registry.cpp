@@ -10,8 +10,10 @@ namespace vq {
 
 const char* family_name(Family f) {
   switch (f) {
-    case Family::Eviction: return "eviction";
-    case Family::Transform: return "transform";
+    case Family::Eviction:
+      return "eviction";
+    case Family::Transform:
+      return "transform";
   }
   return "?";
 }

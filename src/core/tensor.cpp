@@ -44,7 +44,7 @@ uint16_t fp32_to_fp16(float f) {
     // value in units of 2^-24, rounded to nearest even
     float a;
     std::memcpy(&a, &absx, 4);
-    float scaled = a * 16777216.0f;  // exact (power of two scaling)
+    float scaled = a * 16777216.0f;    // exact (power of two scaling)
     float r = std::nearbyint(scaled);  // default rounding mode: nearest even
     return static_cast<uint16_t>(sign | static_cast<uint16_t>(r));
   }
@@ -126,8 +126,8 @@ void Tensor::check_finite(const std::string& what) const {
     if (!std::isfinite(data_[i])) {
       const int64_t D = shape_.D, S = shape_.S, H = shape_.H;
       const int64_t idx = static_cast<int64_t>(i);
-      VQ_THROW(InvalidArgument, what, " contains a non-finite value (", data_[i], ") at [b=",
-               idx / (H * S * D), ", h=", (idx / (S * D)) % H, ", s=", (idx / D) % S,
+      VQ_THROW(InvalidArgument, what, " contains a non-finite value (", data_[i],
+               ") at [b=", idx / (H * S * D), ", h=", (idx / (S * D)) % H, ", s=", (idx / D) % S,
                ", d=", idx % D, "]; every element must be finite");
     }
   }
@@ -140,7 +140,8 @@ Tensor Tensor::slice_tokens(int64_t s0, int64_t n) const {
   for (int64_t b = 0; b < shape_.B; ++b)
     for (int64_t h = 0; h < shape_.H; ++h)
       if (n > 0)
-        std::memcpy(out.row(b, h, 0), row(b, h, s0), sizeof(float) * static_cast<size_t>(n * shape_.D));
+        std::memcpy(out.row(b, h, 0), row(b, h, s0),
+                    sizeof(float) * static_cast<size_t>(n * shape_.D));
   return out;
 }
 

@@ -38,15 +38,18 @@ TwoClassData make_two_class(const std::string& geometry, int64_t seq_len, int64_
     v.resize(static_cast<size_t>(D));
     if (planted) {
       for (int64_t d = 0; d < D; ++d)
-        k[static_cast<size_t>(d)] = static_cast<float>(base[static_cast<size_t>(d)] + 0.01 * rng.normal());
+        k[static_cast<size_t>(d)] =
+            static_cast<float>(base[static_cast<size_t>(d)] + 0.01 * rng.normal());
       const double vs = cls == 1 ? 5.0 : 0.001;
-      for (int64_t d = 0; d < D; ++d) v[static_cast<size_t>(d)] = static_cast<float>(vs * rng.normal());
+      for (int64_t d = 0; d < D; ++d)
+        v[static_cast<size_t>(d)] = static_cast<float>(vs * rng.normal());
     } else {
       const double imp = cls == 1 ? rng.uniform(3.0, 5.0) : rng.uniform(0.05, 0.3);
       for (int64_t d = 0; d < D; ++d)
         k[static_cast<size_t>(d)] =
             static_cast<float>(imp * base[static_cast<size_t>(d)] + 0.02 * rng.normal());
-      for (int64_t d = 0; d < D; ++d) v[static_cast<size_t>(d)] = static_cast<float>(imp * rng.normal());
+      for (int64_t d = 0; d < D; ++d)
+        v[static_cast<size_t>(d)] = static_cast<float>(imp * rng.normal());
     }
   }
   const std::vector<int64_t> order = rng.permutation(S);
@@ -90,7 +93,8 @@ std::vector<CurdkvRow> run_curdkv_bench(const CurdkvBenchOptions& opt) {
             ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
             int64_t c2 = 0;
             for (int64_t p : kept) c2 += data.class_of[static_cast<size_t>(p)] == 2;
-            retention += kept.empty() ? 0.0 : static_cast<double>(c2) / static_cast<double>(kept.size());
+            retention +=
+                kept.empty() ? 0.0 : static_cast<double>(c2) / static_cast<double>(kept.size());
           }
           rows.push_back(CurdkvRow{geo, S, budget, method,
                                    retention / static_cast<double>(opt.n_seeds),

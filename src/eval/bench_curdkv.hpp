@@ -26,9 +26,9 @@ struct CurdkvRow {
   std::string geometry;
   int64_t seq_len = 0;
   int64_t budget = 0;
-  std::string method;            ///< "curdkv" or "h2o"
-  double class2_retention = 0;   ///< mean over seeds of (kept class-2 tokens / kept tokens)
-  double ms = 0;                 ///< mean wall time of one streamed sequence
+  std::string method;           ///< "curdkv" or "h2o"
+  double class2_retention = 0;  ///< mean over seeds of (kept class-2 tokens / kept tokens)
+  double ms = 0;                ///< mean wall time of one streamed sequence
 };
 
 struct CurdkvBenchOptions {

@@ -24,7 +24,8 @@ Tensor make_kvtc_geometry(const std::string& geometry, int64_t seq_len, int64_t 
   Tensor x(1, 1, S, D);
   if (geometry == "flat") {
     for (int64_t t = 0; t < S; ++t)
-      for (int64_t d = 0; d < D; ++d) x.at(0, 0, t, d) = round_to_fp16(static_cast<float>(rng.normal()));
+      for (int64_t d = 0; d < D; ++d)
+        x.at(0, 0, t, d) = round_to_fp16(static_cast<float>(rng.normal()));
     return x;
   }
   constexpr int64_t kRank = 6;
@@ -97,7 +98,8 @@ std::vector<KvtcRow> run_kvtc_bench(const KvtcBenchOptions& opt) {
           row.bit_budget = budget;
           row.arm = arm;
           for (int64_t seed = 0; seed < opt.n_seeds; ++seed) {
-            const Tensor K = make_kvtc_geometry(geo, S, opt.head_dim, static_cast<uint64_t>(2 * seed));
+            const Tensor K =
+                make_kvtc_geometry(geo, S, opt.head_dim, static_cast<uint64_t>(2 * seed));
             const Tensor V =
                 make_kvtc_geometry(geo, S, opt.head_dim, static_cast<uint64_t>(2 * seed + 1));
             auto cache = make_cache(spec, opt.head_dim);
@@ -114,7 +116,8 @@ std::vector<KvtcRow> run_kvtc_bench(const KvtcBenchOptions& opt) {
             row.compression_ratio += st.compression_ratio;
             row.ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
             if (auto* ec = dynamic_cast<const eviction::EvictionCache*>(cache.get()))
-              if (auto* pc = dynamic_cast<const codecs::PcaCodec*>(&ec->head_state(0, 0).kv.codec(0)))
+              if (auto* pc =
+                      dynamic_cast<const codecs::PcaCodec*>(&ec->head_state(0, 0).kv.codec(0)))
                 row.kept_components += static_cast<double>(pc->kept());
           }
           const double n = static_cast<double>(opt.n_seeds);

@@ -31,15 +31,15 @@ struct KvtcRow {
   std::string geometry;
   int64_t seq_len = 0;
   int64_t bit_budget = 0;
-  std::string arm;                 ///< "kvtc", "uniform" or "svdq_split"
-  double mse = 0;                  ///< means over seeds
+  std::string arm;  ///< "kvtc", "uniform" or "svdq_split"
+  double mse = 0;   ///< means over seeds
   double cosine = 0;
-  double bytes = 0;                ///< kvtc_bytes: realized K + V bytes, everything counted
+  double bytes = 0;  ///< kvtc_bytes: realized K + V bytes, everything counted
   double pre_entropy_bytes = 0;
   double entropy_coding_gain = 0;
-  double compression_ratio = 0;    ///< fp16 bytes / bytes
-  double kept_components = 0;      ///< surviving (bits > 0) components of the K basis
-  double ms = 0;                   ///< wall time of update + fetch (encode + decode), per seed
+  double compression_ratio = 0;  ///< fp16 bytes / bytes
+  double kept_components = 0;    ///< surviving (bits > 0) components of the K basis
+  double ms = 0;                 ///< wall time of update + fetch (encode + decode), per seed
 };
 
 struct KvtcBenchOptions {

@@ -15,14 +15,14 @@ namespace vq::bench {
 
 struct MemoryRow {
   std::string spec;
-  int64_t tokens_kept = 0;   ///< per head at the end
-  double reported = 0;       ///< kept_bytes
-  double counted = 0;        ///< live heap growth
-  double rss = 0;            ///< peak RSS growth
-  double fp16_bytes = 0;     ///< every token at fp16 (K + V)
+  int64_t tokens_kept = 0;  ///< per head at the end
+  double reported = 0;      ///< kept_bytes
+  double counted = 0;       ///< live heap growth
+  double rss = 0;           ///< peak RSS growth
+  double fp16_bytes = 0;    ///< every token at fp16 (K + V)
   double content = 0, params = 0, policy = 0, index = 0, overhead = 0, stored = 0;
   double seconds = 0;
-  std::string error;         ///< set when the method failed (the row has no numbers then)
+  std::string error;  ///< set when the method failed (the row has no numbers then)
 };
 
 struct MemoryOptions {

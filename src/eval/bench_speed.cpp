@@ -71,8 +71,12 @@ struct StoreAttentionStep {
   Eigen::VectorXf q, logits, out;
   RowMatF block;
   StoreAttentionStep(const KVCache& c, const std::vector<float>& k, int64_t n, int64_t D)
-      : K(c.keys(0, 0)), V(c.values(0, 0)), q(Eigen::Map<const Eigen::VectorXf>(k.data() + (n - 1) * D, D)),
-        logits(n), out(D), block(store::kReadBlock, D) {}
+      : K(c.keys(0, 0)),
+        V(c.values(0, 0)),
+        q(Eigen::Map<const Eigen::VectorXf>(k.data() + (n - 1) * D, D)),
+        logits(n),
+        out(D),
+        block(store::kReadBlock, D) {}
   double operator()() {
     const int64_t n = K.rows();
     const float scale = 1.0f / std::sqrt(static_cast<float>(K.dim()));
@@ -129,8 +133,10 @@ double curdkv_reference_ns(const std::vector<float>& k, const std::vector<float>
   const float* knew = K.row(n).data();
   const double sec = time_per_call(min_s, 3, [&] {
     for (int64_t rows : {n, n + 1}) {
-      eviction::driving_attention(store::Fp32Rows(K.data(), n + 1, D), rows, knew, {}, false, a.data(), tmp.data());
-      for (int64_t i = 0; i < rows; ++i) W.row(i) = a[static_cast<size_t>(i)] * V.row(i).cast<double>();
+      eviction::driving_attention(store::Fp32Rows(K.data(), n + 1, D), rows, knew, {}, false,
+                                  a.data(), tmp.data());
+      for (int64_t i = 0; i < rows; ++i)
+        W.row(i) = a[static_cast<size_t>(i)] * V.row(i).cast<double>();
       eviction::leverage_reference(W.data(), rows, D, rank_cap, lev.data());
     }
     return lev[0];
@@ -162,8 +168,8 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
       if (opt.progress) opt.progress("eviction n=" + std::to_string(n) + " D=" + std::to_string(D));
       AttentionStep attn(k, v, n, D);
       const double attn_ns = time_per_call(opt.min_seconds, 50, attn) * 1e9;
-      rows.push_back({"eviction", "attention_step", n, D, attn_ns, "ns/token", 1.0, "attention_step",
-                      "QK^T, softmax, AV over n tokens, one head"});
+      rows.push_back({"eviction", "attention_step", n, D, attn_ns, "ns/token", 1.0,
+                      "attention_step", "QK^T, softmax, AV over n tokens, one head"});
       const std::string b = "budget=" + std::to_string(n) + ",n_sink=4";
       struct Arm {
         std::string name, spec;
@@ -195,7 +201,8 @@ void add_codec_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   std::vector<float> x(static_cast<size_t>(H * S * D));
   for (int64_t h = 0; h < H; ++h) {
     const auto kv = realistic_kv(S, D, 100 + static_cast<uint64_t>(h), true);
-    for (size_t i = 0; i < kv.size(); ++i) x[static_cast<size_t>(h * S * D) + i] = round_to_fp16(kv[i]);
+    for (size_t i = 0; i < kv.size(); ++i)
+      x[static_cast<size_t>(h * S * D) + i] = round_to_fp16(kv[i]);
   }
   std::vector<uint16_t> half(x.size());
   for (size_t i = 0; i < x.size(); ++i) half[i] = fp32_to_fp16(x[i]);
@@ -213,7 +220,8 @@ void add_codec_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   });
   std::vector<uint16_t> back(half.size());
   const double zd = time_per_call(opt.min_seconds, 3, [&] {
-    return static_cast<double>(ZSTD_decompressDCtx(dctx, back.data(), back.size() * 2, zbuf.data(), zsize));
+    return static_cast<double>(
+        ZSTD_decompressDCtx(dctx, back.data(), back.size() * 2, zbuf.data(), zsize));
   });
   ZSTD_freeCCtx(cctx);
   ZSTD_freeDCtx(dctx);
@@ -243,10 +251,12 @@ void add_codec_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
       se += (out[i] - x[i]) * (out[i] - x[i]);
       sx += x[i] * x[i];
     }
-    const double ratio = static_cast<double>(half.size() * 2) / static_cast<double>(blk.total_bytes());
+    const double ratio =
+        static_cast<double>(half.size() * 2) / static_cast<double>(blk.total_bytes());
     char note[160];
     std::snprintf(note, sizeof note, "ratio %.2fx vs fp16, %.2f bits/value, rel. MSE %.2e", ratio,
-                  8.0 * static_cast<double>(blk.total_bytes()) / static_cast<double>(x.size()), se / sx);
+                  8.0 * static_cast<double>(blk.total_bytes()) / static_cast<double>(x.size()),
+                  se / sx);
     rows.push_back({"codec", spec + " encode", S, D, mb / enc, "MB/s", (mb / enc) / zc_mbs,
                     "zstd1_compress", note});
     rows.push_back({"codec", spec + " decode", S, D, mb / dec, "MB/s", (mb / dec) / zd_mbs,
@@ -266,8 +276,8 @@ void add_generate_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   const Model model = Model::load(model_path);
   const int64_t steps = 256;
   double full_tps = 0;
-  for (const std::string spec : {"full", "h2o:budget=64,n_sink=4", "curdkv:budget=64,n_sink=4",
-                                 "kvtc:bit_budget=32"}) {
+  for (const std::string spec :
+       {"full", "h2o:budget=64,n_sink=4", "curdkv:budget=64,n_sink=4", "kvtc:bit_budget=32"}) {
     if (opt.progress) opt.progress("generate " + spec);
     const auto t0 = Clock::now();
     int64_t tokens = 0;
@@ -322,15 +332,17 @@ void add_attention_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   for (const char* spec : {"full", "q8_0", "q4_0"}) {
     if (opt.progress) opt.progress(std::string("attention over ") + spec);
     auto cache = make_cache(spec, D);
-    const Tensor K = Tensor::from_fp32(k.data(), 1, 1, n, D), V = Tensor::from_fp32(v.data(), 1, 1, n, D);
+    const Tensor K = Tensor::from_fp32(k.data(), 1, 1, n, D),
+                 V = Tensor::from_fp32(v.data(), 1, 1, n, D);
     cache->update(K, V);
     StoreAttentionStep step(*cache, k, n, D);
     const double t = time_per_call(opt.min_seconds, 20, step);
     if (std::string(spec) == "full") t16 = t;
     const bool is16 = std::string(spec) == "full";
-    rows.push_back({"attention", std::string(spec) + (is16 ? " (fp16 rows)" : " rows") + " via the store", n, D,
-                    t * 1e9, "ns/step", is16 ? t32 / t : t16 / t, is16 ? "fp32 rows (speed)" : "fp16 store (speed)",
-                    is16 ? "goal >= 0.9" : "goal >= 0.7"});
+    rows.push_back(
+        {"attention", std::string(spec) + (is16 ? " (fp16 rows)" : " rows") + " via the store", n,
+         D, t * 1e9, "ns/step", is16 ? t32 / t : t16 / t,
+         is16 ? "fp32 rows (speed)" : "fp16 store (speed)", is16 ? "goal >= 0.9" : "goal >= 0.7"});
   }
 }
 

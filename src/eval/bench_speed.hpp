@@ -11,15 +11,15 @@
 namespace vq::bench {
 
 struct SpeedRow {
-  std::string group;      ///< "eviction", "codec", "generate"
-  std::string name;       ///< method / codec / operation
-  int64_t n = 0;          ///< tokens in the cache (eviction) or S (codec)
+  std::string group;  ///< "eviction", "codec", "generate"
+  std::string name;   ///< method / codec / operation
+  int64_t n = 0;      ///< tokens in the cache (eviction) or S (codec)
   int64_t D = 0;
-  double value = 0;       ///< ns per token (eviction), MB/s (codec), tokens/s (generate)
-  std::string unit;       ///< "ns/token", "MB/s", "tok/s"
-  double ratio = 0;       ///< value / reference value
-  std::string ratio_to;   ///< what the ratio is against
-  std::string note;       ///< e.g. decisions agree, bytes per value
+  double value = 0;      ///< ns per token (eviction), MB/s (codec), tokens/s (generate)
+  std::string unit;      ///< "ns/token", "MB/s", "tok/s"
+  double ratio = 0;      ///< value / reference value
+  std::string ratio_to;  ///< what the ratio is against
+  std::string note;      ///< e.g. decisions agree, bytes per value
 };
 
 struct SpeedOptions {
@@ -28,10 +28,10 @@ struct SpeedOptions {
   int64_t rank_cap = 16;
   double min_seconds = 0.3;  ///< time budget per measured row
   bool codec = true;
-  bool attention = true;     ///< decode attention through the store vs fp32 rows
+  bool attention = true;  ///< decode attention through the store vs fp32 rows
   bool eviction = true;
   bool generate = true;
-  std::string models_dir;    ///< for the generate rows ("" = default search)
+  std::string models_dir;  ///< for the generate rows ("" = default search)
   std::function<void(const std::string&)> progress;  ///< called before each row (may be empty)
 };
 

@@ -48,8 +48,8 @@ struct MethodResult {
   double ppl_delta_rel = 0;   ///< ppl_delta / full's perplexity
   /// Bytes held per token per (layer, KV head): sum over layers of CacheStats::kept_bytes after
   /// processing position p, divided by n_layers * n_kv_heads * (p + 1); averaged over positions.
-  double bytes_per_token = 0;          ///< resident bytes (kept_bytes) per layer-head, per position
-  double stored_bytes_per_token = 0;   ///< the kept K/V in storage form (stored_bytes), same mean
+  double bytes_per_token = 0;         ///< resident bytes (kept_bytes) per layer-head, per position
+  double stored_bytes_per_token = 0;  ///< the kept K/V in storage form (stored_bytes), same mean
   /// The same quantity at the last processed position of each window, averaged over windows.
   double bytes_per_token_final = 0;
   double fp16_bytes_per_token = 0;  ///< 2 (K, V) * head_dim * 2 bytes

@@ -196,8 +196,7 @@ int64_t ChunkScoringCache::gather(const HeadState& st, const float* K, int64_t S
   chunk_rows_ = std::make_unique<store::Fp32Rows>(K, S, head_dim());
   all_K_ = std::make_unique<store::ConcatRows>(keys(st), *chunk_rows_);
   all_pos_.resize(static_cast<size_t>(T));
-  for (int64_t t = 0; t < st.n; ++t)
-    all_pos_[static_cast<size_t>(t)] = st.kv.position(t);
+  for (int64_t t = 0; t < st.n; ++t) all_pos_[static_cast<size_t>(t)] = st.kv.position(t);
   for (int64_t s = 0; s < S; ++s) all_pos_[static_cast<size_t>(st.n + s)] = pos0 + s;
   return T;
 }

@@ -87,8 +87,8 @@ enum class Fusion : int { Sum = 0, Max = 1 };
 /// A probe only sees rows at or before its own position. Only the probes from entry `first`
 /// (0 = oldest) on are used. A single probe goes through step_attention's arithmetic (so a
 /// one-token window is bit-identical to it); several probes share one GEMM for their logits.
-void window_attention(const store::RowSource& K, int64_t n, const int64_t* pos, const ProbeRing& ring,
-                      Fusion fusion, AttnScratch& s, int64_t first = 0);
+void window_attention(const store::RowSource& K, int64_t n, const int64_t* pos,
+                      const ProbeRing& ring, Fusion fusion, AttnScratch& s, int64_t first = 0);
 
 /// Writes to `victims` the `m` indices in [0, T) with the lowest (score, position), skipping
 /// positions below n_sink; fewer when not enough are evictable. `order` is scratch.

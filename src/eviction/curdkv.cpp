@@ -40,13 +40,13 @@ class CurDKVCache final : public eviction::EvictionCache {
     }
     if (over_budget(st)) {  // step 5: no recent window, sinks only
       const int64_t protect_from = std::numeric_limits<int64_t>::max();
-      const int64_t victim =
-          mean_score_ ? argmin_evictable(st, protect_from,
-                                         [&](int64_t i) {
-                                           return st.score[static_cast<size_t>(i)] /
-                                                  st.aux[static_cast<size_t>(i)];
-                                         })
-                      : argmin_score(st, protect_from);
+      const int64_t victim = mean_score_
+                                 ? argmin_evictable(st, protect_from,
+                                                    [&](int64_t i) {
+                                                      return st.score[static_cast<size_t>(i)] /
+                                                             st.aux[static_cast<size_t>(i)];
+                                                    })
+                                 : argmin_score(st, protect_from);
       if (victim >= 0) {
         const int64_t last = st.n - 1;
         remove_slot(st, victim);  // the last row moves into the victim's slot
@@ -120,7 +120,8 @@ class CurDKVCache final : public eviction::EvictionCache {
       vrow_.resize(static_cast<size_t>(D));
       values(st).read(slot, 1, vrow_.data());
       wnew_.resize(D);
-      for (int64_t d = 0; d < D; ++d) wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
+      for (int64_t d = 0; d < D; ++d)
+        wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
       seed = lev.seed_scaled(1.0 - a_new, wnew_.data(), D, rank_cap_);
     } else {
       weighted_block(st, n, k, q);
@@ -135,8 +136,6 @@ class CurDKVCache final : public eviction::EvictionCache {
       st.aux[static_cast<size_t>(i)] += 1.0;
     }
   }
-
-
 
  private:
   // W_[0, n) = a ⊙ V[0, n), a = driving attention of this token over K[0, n).
@@ -163,15 +162,16 @@ class CurDKVCache final : public eviction::EvictionCache {
   std::vector<double> attn_, tmp_, lev_;
   Eigen::VectorXd wnew_;
   std::vector<SubspaceLeverage> trackers_;
-  eviction::RowMatD W_;  // Eigen-owned (aligned): reductions do not depend on input addresses
-  std::vector<float> blk_;  // one decoded block of V
+  eviction::RowMatD W_;      // Eigen-owned (aligned): reductions do not depend on input addresses
+  std::vector<float> blk_;   // one decoded block of V
   std::vector<float> vrow_;  // one decoded value row
   std::vector<int64_t> generation_;  // per head: the store generation the trackers last saw
   int64_t policy_bytes() const override {
     int64_t b = eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_) +
                 eviction::buffer_bytes(lev_) + eviction::buffer_bytes(wnew_) +
-                eviction::buffer_bytes(W_) + eviction::buffer_bytes(blk_) + eviction::buffer_bytes(vrow_) +
-                eviction::buffer_bytes(trackers_) + eviction::buffer_bytes(generation_);
+                eviction::buffer_bytes(W_) + eviction::buffer_bytes(blk_) +
+                eviction::buffer_bytes(vrow_) + eviction::buffer_bytes(trackers_) +
+                eviction::buffer_bytes(generation_);
     for (const auto& t : trackers_) b += t.bytes();
     return b;
   }
@@ -194,7 +194,8 @@ MethodInfo curdkv_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "attention source: true queries when supplied, or the key-as-query proxy"),
       opt_choice("solver", "fast", {"fast", "exact", "reference"},
-                 "leverage routine: tracked subspace (fast), converged Gram subspace (exact), or the full-SVD oracle"),
+                 "leverage routine: tracked subspace (fast), converged Gram subspace (exact), or "
+                 "the full-SVD oracle"),
   };
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {

@@ -28,8 +28,8 @@ EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budge
     // (a calibration for another model, a head_dim the format refuses) fails here, at
     // construction, and the codec says what attention must know.
     for (int kv = 0; kv < 2; ++kv) {
-      auto probe = m.make_row_codec(codec, store::StreamInfo{head_dim(), context().layer, 0, 0, kv,
-                                                             context().seed});
+      auto probe = m.make_row_codec(
+          codec, store::StreamInfo{head_dim(), context().layer, 0, 0, kv, context().seed});
       if (kv == 0) {
         pre_rope_ = probe->wants_pre_rope();
         quant_q_ = probe->quantizes_queries();
@@ -75,7 +75,9 @@ int64_t EvictionCache::kept(int64_t b, int64_t h) const {
   return heads_[static_cast<size_t>(b * kv_heads() + h)].n;
 }
 
-bool EvictionCache::wants_pre_rope_keys() const { return pre_rope_; }
+bool EvictionCache::wants_pre_rope_keys() const {
+  return pre_rope_;
+}
 
 bool EvictionCache::quantizes_queries(int64_t* block) const {
   if (block) *block = q_block_;
@@ -181,7 +183,8 @@ CacheStats EvictionCache::stats() const {
       {"chunks", static_cast<double>(b.chunks)},
       {"resident_kv_bytes", static_cast<double>(b.content + b.params)},
       {"entropy_coding_gain",
-       b.stored > 0 ? static_cast<double>(b.content + b.params) / static_cast<double>(b.stored) : 1.0},
+       b.stored > 0 ? static_cast<double>(b.content + b.params) / static_cast<double>(b.stored)
+                    : 1.0},
   };
   return st;
 }
@@ -219,7 +222,8 @@ void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) 
   const int64_t D = K.dim();
   if (t_query.size() < D) t_query.resize(D);
   t_query.head(D) = Eigen::Map<const Eigen::VectorXf>(q, D);
-  if (t_block.rows() < store::kReadBlock || t_block.cols() != D) t_block.resize(store::kReadBlock, D);
+  if (t_block.rows() < store::kReadBlock || t_block.cols() != D)
+    t_block.resize(store::kReadBlock, D);
   // Each row by the same fixed-order kernel (eight partial sums over d mod 8, the tail, then the
   // partials combined in a fixed order): a matrix-vector product blocks rows by index and peels by
   // address, so two equal rows could get logits that differ in the last bit; here equal rows get
@@ -245,17 +249,20 @@ void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) 
 void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64_t R, float* L,
                      int64_t ld) {
   const int64_t D = K.dim();
-  if (t_block.rows() < store::kReadBlock || t_block.cols() != D) t_block.resize(store::kReadBlock, D);
+  if (t_block.rows() < store::kReadBlock || t_block.cols() != D)
+    t_block.resize(store::kReadBlock, D);
   using Strided = Eigen::Map<RowMatF, 0, Eigen::OuterStride<>>;
   const Eigen::Map<const RowMatF> Pm(P, R, D);
   for (int64_t first = 0; first < n; first += store::kReadBlock) {
     const int64_t m = std::min(store::kReadBlock, n - first);
     K.read(first, m, t_block.data());
-    Strided(L + first, R, m, Eigen::OuterStride<>(ld)).noalias() = Pm * t_block.topRows(m).transpose();
+    Strided(L + first, R, m, Eigen::OuterStride<>(ld)).noalias() =
+        Pm * t_block.topRows(m).transpose();
   }
 }
 
-void softmax_logits(const store::RowSource& K, int64_t n, const float* q, float scale, double* out) {
+void softmax_logits(const store::RowSource& K, int64_t n, const float* q, float scale,
+                    double* out) {
   if (n <= 0) return;
   softmax_into(K, n, q, scale, t_logits);
   Eigen::Map<Eigen::VectorXd>(out, n) = t_logits.head(n);

@@ -41,11 +41,11 @@ struct QueryRows {
 
 /// One (batch, head) of kept tokens. Slots [0, n) are live.
 struct HeadState {
-  store::HeadStore kv;         // keys, values and positions (kv.position(slot)), resident form
-  std::vector<double> score;   // [n] the method's retention score (empty unless keeps_scores())
-  std::vector<double> aux;     // [n] a second per-token value (e.g. update counts)
+  store::HeadStore kv;        // keys, values and positions (kv.position(slot)), resident form
+  std::vector<double> score;  // [n] the method's retention score (empty unless keeps_scores())
+  std::vector<double> aux;    // [n] a second per-token value (e.g. update counts)
   int64_t n = 0;
-  size_t index = 0;            // b * H + h
+  size_t index = 0;  // b * H + h
 };
 
 class EvictionCache : public KVCache {

@@ -25,7 +25,8 @@ MethodInfo full_method_info() {
   m.id = "full";
   m.family = Family::Eviction;
   m.description =
-      "keeps every token, stored as fp16 rows (2 bytes per value; bf16 with +bf16): the uncompressed reference";
+      "keeps every token, stored as fp16 rows (2 bytes per value; bf16 with +bf16): the "
+      "uncompressed reference";
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<FullCache>(c, ctx);
   };

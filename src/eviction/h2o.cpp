@@ -68,8 +68,7 @@ MethodInfo h2o_method_info() {
     eviction::check_sinks_below_budget(c);
     VQ_CHECK(c.get_int("n_sink") + c.get_int("recent") < c.get_int("budget"), InvalidArgument,
              c.method(), ": n_sink + recent = ", c.get_int("n_sink") + c.get_int("recent"),
-             " must be below budget = ", c.get_int("budget"),
-             " so that some token can be evicted");
+             " must be below budget = ", c.get_int("budget"), " so that some token can be evicted");
   };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<H2OCache>(c, ctx);

@@ -105,7 +105,8 @@ class KVzipCache final : public eviction::ChunkScoringCache {
   int64_t policy_bytes() const override {
     return ChunkScoringCache::policy_bytes() +
            static_cast<int64_t>((L_.size() + probe_.size() + best_.size() + rowv_.size()) * 4 +
-                                score_.capacity() * 8) + scratch_.bytes();
+                                score_.capacity() * 8) +
+           scratch_.bytes();
   }
   Eigen::VectorXf best_, rowv_;
   std::vector<double> score_;

@@ -12,7 +12,8 @@
 
 namespace vq::eviction {
 
-using MapW = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using MapW =
+    Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 
 void leverage_reference(const double* W, int64_t n, int64_t D, int64_t rank_cap, double* out) {
   if (n <= 0) return;
@@ -81,8 +82,8 @@ void SubspaceLeverage::track(int64_t D, int64_t r) {
   }
   for (int64_t it = 0; it < max_iterations; ++it) {
     ++iterations_;
-    Z_.noalias() = Gs * Q_;                 // D x k
-    T_.noalias() = Q_.transpose() * Z_;     // k x k Rayleigh quotient
+    Z_.noalias() = Gs * Q_;              // D x k
+    T_.noalias() = Q_.transpose() * Z_;  // k x k Rayleigh quotient
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T_);
     // descending Ritz values
     const Eigen::MatrixXd U = es.eigenvectors().rowwise().reverse();
@@ -260,7 +261,9 @@ inline Lanes16 load16(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-inline void store16(float* p, Lanes16 v) { std::memcpy(p, &v, sizeof v); }
+inline void store16(float* p, Lanes16 v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 // P[R, kp] = A[R rows, D] Q[D, kp] (row-major, kp % 16 == 0).
 template <int R>
@@ -315,7 +318,8 @@ inline void accumulate_rows(const float* A, int64_t D, int64_t kp, const float* 
 }
 
 // Y[D, kp] += A[n, D]^T P[n, kp].
-void accumulate_product(const float* A, int64_t n, int64_t D, int64_t kp, const float* P, float* Y) {
+void accumulate_product(const float* A, int64_t n, int64_t D, int64_t kp, const float* P,
+                        float* Y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) accumulate_rows<8>(A + i * D, D, kp, P + i * kp, Y);
   for (; i < n; ++i) accumulate_rows<1>(A + i * D, D, kp, P + i * kp, Y);
@@ -423,13 +427,15 @@ void SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a,
   // over n x D values); each row's squared norm is kept while the row stays in its slot.
   // V is read block by block (its resident form is decoded into blk_, never copied whole).
   auto for_blocks = [&](auto&& fn) {
-    store::for_each_block(V, blk_, [&](int64_t first, int64_t m, const float* rows) { fn(first, m, rows); });
+    store::for_each_block(V, blk_,
+                          [&](int64_t first, int64_t m, const float* rows) { fn(first, m, rows); });
   };
   for_blocks([&](int64_t first, int64_t m, const float* rows) {
     for (int64_t j = 0; j < m; ++j) {
       const int64_t i = first + j;
       if (!(all_stale || !vq_row_ok_[static_cast<size_t>(i)])) continue;
-      vn_[static_cast<size_t>(i)] = Eigen::Map<const Eigen::VectorXf>(rows + j * D, D).squaredNorm();
+      vn_[static_cast<size_t>(i)] =
+          Eigen::Map<const Eigen::VectorXf>(rows + j * D, D).squaredNorm();
     }
   });
   for (int64_t i = 0; i < n; ++i) {
@@ -457,8 +463,8 @@ void SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a,
     auto& Wfull = block(n, D);  // cold start: exact subspace of W^T W once
     for_blocks([&](int64_t first, int64_t m, const float* rows) {
       for (int64_t j = 0; j < m; ++j)
-        Wfull.row(first + j) =
-            af_[static_cast<size_t>(first + j)] * Eigen::Map<const Eigen::RowVectorXf>(rows + j * D, D);
+        Wfull.row(first + j) = af_[static_cast<size_t>(first + j)] *
+                               Eigen::Map<const Eigen::RowVectorXf>(rows + j * D, D);
     });
     auto Wf = Wfull.topRows(n);
     G_ = (Wf.transpose() * Wf).cast<double>();
@@ -484,8 +490,8 @@ void SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a,
       }
       accumulate_product(rows, m, D, kp, Pp_.data() + first * kp, Yp_.data());
     });
-    Yf_ = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
-                     0, Eigen::OuterStride<>>(Yp_.data(), D, k, Eigen::OuterStride<>(kp));
+    Yf_ = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                     Eigen::OuterStride<>>(Yp_.data(), D, k, Eigen::OuterStride<>(kp));
     // Orthonormal basis of span(Y): Gram-Schmidt with every column orthogonalized twice (fp32
     // orthogonality to ~1e-7, like Householder), a fraction of the cost of forming Householder's
     // Q. Only the span matters downstream (row norms of W Q, the seed's Rayleigh-Ritz), so the
@@ -549,8 +555,9 @@ double SubspaceLeverage::seed_tracked(double c, const double* w_new, int64_t D, 
   const int64_t m = k + (extend ? 1 : 0);
   Eigen::MatrixXd T(m, m);
   const double c2 = c * c;
-  using StridedF = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
-                              0, Eigen::OuterStride<>>;
+  using StridedF =
+      Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>, 0,
+                 Eigen::OuterStride<>>;
   const int64_t pstride = p_padded_ ? kp_ : k;
   // W Q: stored_scaled's padded row-major buffer, or stored_block's Pf_ (column-major)
   const StridedF Pp(Pp_.data(), p_padded_ ? n : 0, k, Eigen::OuterStride<>(pstride));

@@ -45,7 +45,8 @@ class SubspaceLeverage {
   void stored(const RowMatD& W, int64_t n, int64_t rank_cap, double* out);
   /// Tracked mode without a double copy of W: fill rows [0, n) of block(n, D) with W in fp32,
   /// then call stored_block(). Equivalent to stored() in tracked mode.
-  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& block(int64_t n, int64_t D);
+  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& block(int64_t n,
+                                                                               int64_t D);
   void stored_block(int64_t n, int64_t rank_cap, double* out);
   /// Tracked mode, CurDKV's decode path: the block is W = diag(a) V[0, n) (a: n weights), never
   /// formed. Keeps V Q (unscaled) and ||v_i||^2 per slot from the previous call, so the
@@ -73,8 +74,10 @@ class SubspaceLeverage {
   /// Bytes the tracker holds (Gram matrix, subspace, per-slot V Q projections, scratch).
   int64_t bytes() const;
 
-  int64_t iterations() const { return iterations_; }   ///< total subspace iterations so far
-  int64_t fallbacks() const { return fallbacks_; }     ///< full eigensolves (cold start/no convergence)
+  int64_t iterations() const { return iterations_; }  ///< total subspace iterations so far
+  int64_t fallbacks() const {
+    return fallbacks_;
+  }  ///< full eigensolves (cold start/no convergence)
 
   /// false (solver=exact): iterate to the residual tolerance (agrees with the SVD oracle to ~1e-9).
   /// true (solver=fast): one warm-started subspace iteration per call straight on W (no Gram

@@ -120,7 +120,8 @@ class NestedKVCache final : public eviction::EvictionCache {
     int64_t b = eviction::buffer_bytes(states_) + eviction::buffer_bytes(signals_) +
                 eviction::buffer_bytes(logits_) + eviction::buffer_bytes(probs_) +
                 eviction::buffer_bytes(sigT_) + eviction::buffer_bytes(lt_);
-    for (const auto& s : states_) b += eviction::buffer_bytes(s.stable) + eviction::buffer_bytes(s.episodic);
+    for (const auto& s : states_)
+      b += eviction::buffer_bytes(s.stable) + eviction::buffer_bytes(s.episodic);
     return b;
   }
 };

@@ -63,7 +63,8 @@ class QFiltersCache final : public eviction::EvictionCache {
     if (st.n > 0) {  // the held keys, block by block
       std::vector<float> buf;
       store::for_each_block(keys(st), buf, [&](int64_t, int64_t m, const float* rows) {
-        const eviction::RowMatD held = Eigen::Map<const eviction::RowMatF>(rows, m, D).cast<double>();
+        const eviction::RowMatD held =
+            Eigen::Map<const eviction::RowMatF>(rows, m, D).cast<double>();
         gram_.noalias() += held.transpose() * held;
         sum_ += held.colwise().sum().transpose();
       });

@@ -131,9 +131,9 @@ class SnapKVCache final : public eviction::ChunkScoringCache {
   eviction::AttnScratch scratch_;
   std::vector<int64_t> prefix_;
   int64_t policy_bytes() const override {
-    int64_t b = ChunkScoringCache::policy_bytes() + scratch_.bytes() + eviction::buffer_bytes(rings_) +
-                eviction::buffer_bytes(prefilled_) + eviction::buffer_bytes(score_) +
-                eviction::buffer_bytes(prefix_);
+    int64_t b = ChunkScoringCache::policy_bytes() + scratch_.bytes() +
+                eviction::buffer_bytes(rings_) + eviction::buffer_bytes(prefilled_) +
+                eviction::buffer_bytes(score_) + eviction::buffer_bytes(prefix_);
     for (const auto& r : rings_) b += r.bytes();
     return b;
   }

@@ -46,15 +46,15 @@ struct TypeRow {
 
 // Every id ggml has defined (names for errors); geometry only for the readable ones.
 constexpr TypeRow kTypes[] = {
-    {0, "F32", 1, 4},      {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},   {3, "Q4_1", 32, 20},
-    {4, "Q4_2", 0, 0},     {5, "Q4_3", 0, 0},      {6, "Q5_0", 32, 22},   {7, "Q5_1", 32, 24},
-    {8, "Q8_0", 32, 34},   {9, "Q8_1", 0, 0},      {10, "Q2_K", 0, 0},    {11, "Q3_K", 0, 0},
+    {0, "F32", 1, 4},       {1, "F16", 1, 2},       {2, "Q4_0", 32, 18},    {3, "Q4_1", 32, 20},
+    {4, "Q4_2", 0, 0},      {5, "Q4_3", 0, 0},      {6, "Q5_0", 32, 22},    {7, "Q5_1", 32, 24},
+    {8, "Q8_0", 32, 34},    {9, "Q8_1", 0, 0},      {10, "Q2_K", 0, 0},     {11, "Q3_K", 0, 0},
     {12, "Q4_K", 256, 144}, {13, "Q5_K", 256, 176}, {14, "Q6_K", 256, 210}, {15, "Q8_K", 0, 0},
-    {16, "IQ2_XXS", 0, 0}, {17, "IQ2_XS", 0, 0},   {18, "IQ3_XXS", 0, 0}, {19, "IQ1_S", 0, 0},
-    {20, "IQ4_NL", 0, 0},  {21, "IQ3_S", 0, 0},    {22, "IQ2_S", 0, 0},   {23, "IQ4_XS", 0, 0},
-    {24, "I8", 0, 0},      {25, "I16", 0, 0},      {26, "I32", 0, 0},     {27, "I64", 0, 0},
-    {28, "F64", 0, 0},     {29, "IQ1_M", 0, 0},    {30, "BF16", 1, 2},    {34, "TQ1_0", 0, 0},
-    {35, "TQ2_0", 0, 0},   {39, "MXFP4", 0, 0},
+    {16, "IQ2_XXS", 0, 0},  {17, "IQ2_XS", 0, 0},   {18, "IQ3_XXS", 0, 0},  {19, "IQ1_S", 0, 0},
+    {20, "IQ4_NL", 0, 0},   {21, "IQ3_S", 0, 0},    {22, "IQ2_S", 0, 0},    {23, "IQ4_XS", 0, 0},
+    {24, "I8", 0, 0},       {25, "I16", 0, 0},      {26, "I32", 0, 0},      {27, "I64", 0, 0},
+    {28, "F64", 0, 0},      {29, "IQ1_M", 0, 0},    {30, "BF16", 1, 2},     {34, "TQ1_0", 0, 0},
+    {35, "TQ2_0", 0, 0},    {39, "MXFP4", 0, 0},
 };
 
 const TypeRow* row_of(uint32_t id) {
@@ -66,17 +66,21 @@ const TypeRow* row_of(uint32_t id) {
 const TypeRow& supported_row(GgmlType t) {
   const TypeRow* r = row_of(static_cast<uint32_t>(t));
   VQ_CHECK(r != nullptr && r->block_values > 0, InvalidArgument, "ggml tensor type ",
-           ggml_type_name(static_cast<uint32_t>(t)), " is not supported (supported: ",
-           ggml_supported_types_list(), ")");
+           ggml_type_name(static_cast<uint32_t>(t)),
+           " is not supported (supported: ", ggml_supported_types_list(), ")");
   return *r;
 }
 
-inline uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+inline uint16_t rd16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
 inline uint32_t rd32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
-inline float half(const uint8_t* p) { return fp16_to_fp32(rd16(p)); }
+inline float half(const uint8_t* p) {
+  return fp16_to_fp32(rd16(p));
+}
 
 // The 6-bit scale and min of sub-block s of a Q4_K / Q5_K super-block.
 inline void k_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
@@ -203,8 +207,12 @@ std::string ggml_supported_types_list() {
   return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
 }
 
-int64_t ggml_block_values(GgmlType t) { return supported_row(t).block_values; }
-int64_t ggml_block_bytes(GgmlType t) { return supported_row(t).block_bytes; }
+int64_t ggml_block_values(GgmlType t) {
+  return supported_row(t).block_values;
+}
+int64_t ggml_block_bytes(GgmlType t) {
+  return supported_row(t).block_bytes;
+}
 
 uint64_t ggml_row_bytes(GgmlType t, int64_t n) {
   const TypeRow& r = supported_row(t);
@@ -218,8 +226,8 @@ uint64_t ggml_row_bytes(GgmlType t, int64_t n) {
 
 void ggml_dequantize(GgmlType t, const uint8_t* src, float* dst, int64_t n) {
   const TypeRow& r = supported_row(t);
-  VQ_CHECK(n >= 0 && n % r.block_values == 0, InvalidArgument, "cannot dequantize ", n, " ",
-           r.name, " values: not a multiple of the block size ", r.block_values);
+  VQ_CHECK(n >= 0 && n % r.block_values == 0, InvalidArgument, "cannot dequantize ", n, " ", r.name,
+           " values: not a multiple of the block size ", r.block_values);
   const int64_t blocks = n / r.block_values;
   if (n == 0) return;  // nothing to read (and dst may be null)
   switch (t) {
@@ -237,14 +245,30 @@ void ggml_dequantize(GgmlType t, const uint8_t* src, float* dst, int64_t n) {
   }
   void (*fn)(const uint8_t*, float*) = nullptr;
   switch (t) {
-    case GgmlType::Q8_0: fn = deq_q8_0; break;
-    case GgmlType::Q4_0: fn = deq_q4_0; break;
-    case GgmlType::Q4_1: fn = deq_q4_1; break;
-    case GgmlType::Q5_0: fn = deq_q5_0; break;
-    case GgmlType::Q5_1: fn = deq_q5_1; break;
-    case GgmlType::Q4_K: fn = deq_q4_k; break;
-    case GgmlType::Q5_K: fn = deq_q5_k; break;
-    case GgmlType::Q6_K: fn = deq_q6_k; break;
+    case GgmlType::Q8_0:
+      fn = deq_q8_0;
+      break;
+    case GgmlType::Q4_0:
+      fn = deq_q4_0;
+      break;
+    case GgmlType::Q4_1:
+      fn = deq_q4_1;
+      break;
+    case GgmlType::Q5_0:
+      fn = deq_q5_0;
+      break;
+    case GgmlType::Q5_1:
+      fn = deq_q5_1;
+      break;
+    case GgmlType::Q4_K:
+      fn = deq_q4_k;
+      break;
+    case GgmlType::Q5_K:
+      fn = deq_q5_k;
+      break;
+    case GgmlType::Q6_K:
+      fn = deq_q6_k;
+      break;
     default:
       VQ_THROW(InvalidArgument, "no dequantizer for ", r.name);
   }

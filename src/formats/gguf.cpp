@@ -11,9 +11,10 @@
 namespace vq {
 namespace {
 
-constexpr uint64_t kMaxDims = 4;          // ggml tensors have at most 4 axes
-constexpr int kMaxArrayDepth = 8;         // nested arrays deeper than this are refused
-constexpr uint64_t kMaxKeyBytes = 65535;  // a metadata key or tensor name longer than this is refused
+constexpr uint64_t kMaxDims = 4;   // ggml tensors have at most 4 axes
+constexpr int kMaxArrayDepth = 8;  // nested arrays deeper than this are refused
+constexpr uint64_t kMaxKeyBytes =
+    65535;  // a metadata key or tensor name longer than this is refused
 
 // Reads little-endian values from [pos, end) and throws FormatError naming `what` when the bytes
 // run out.
@@ -37,7 +38,8 @@ class Cursor {
   }
   const uint8_t* here() const { return base_ + pos_; }
   void skip(uint64_t n) { pos_ += n; }  // callers checked n <= left()
-  std::string string(const std::string& what, uint64_t max_len = std::numeric_limits<uint64_t>::max()) {
+  std::string string(const std::string& what,
+                     uint64_t max_len = std::numeric_limits<uint64_t>::max()) {
     const uint64_t n = read<uint64_t>(what + " (length)");
     VQ_CHECK(n <= max_len, FormatError, what, " has length ", n, ", above the limit ", max_len);
     need(n, what);
@@ -55,42 +57,80 @@ class Cursor {
 // Smallest number of bytes one element of `t` can take (for checking array counts up front).
 uint64_t min_value_bytes(GgufValueType t) {
   switch (t) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL: return 1;
-    case GgufValueType::UINT16: case GgufValueType::INT16: return 2;
-    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32: return 4;
-    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64: return 8;
-    case GgufValueType::STRING: return 8;
-    case GgufValueType::ARRAY: return 12;
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL:
+      return 1;
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+      return 2;
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32:
+      return 4;
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64:
+      return 8;
+    case GgufValueType::STRING:
+      return 8;
+    case GgufValueType::ARRAY:
+      return 12;
   }
   return 1;
 }
 
-bool valid_value_type(uint32_t t) { return t <= 12; }
+bool valid_value_type(uint32_t t) {
+  return t <= 12;
+}
 
 GgufValue read_value(Cursor& c, GgufValueType type, const std::string& key, int depth) {
   GgufValue v;
   v.type = type;
   switch (type) {
-    case GgufValueType::UINT8: v.u = c.read<uint8_t>(key); break;
-    case GgufValueType::INT8: v.i = c.read<int8_t>(key); break;
-    case GgufValueType::UINT16: v.u = c.read<uint16_t>(key); break;
-    case GgufValueType::INT16: v.i = c.read<int16_t>(key); break;
-    case GgufValueType::UINT32: v.u = c.read<uint32_t>(key); break;
-    case GgufValueType::INT32: v.i = c.read<int32_t>(key); break;
-    case GgufValueType::UINT64: v.u = c.read<uint64_t>(key); break;
-    case GgufValueType::INT64: v.i = c.read<int64_t>(key); break;
-    case GgufValueType::FLOAT32: v.f = c.read<float>(key); break;
-    case GgufValueType::FLOAT64: v.f = c.read<double>(key); break;
+    case GgufValueType::UINT8:
+      v.u = c.read<uint8_t>(key);
+      break;
+    case GgufValueType::INT8:
+      v.i = c.read<int8_t>(key);
+      break;
+    case GgufValueType::UINT16:
+      v.u = c.read<uint16_t>(key);
+      break;
+    case GgufValueType::INT16:
+      v.i = c.read<int16_t>(key);
+      break;
+    case GgufValueType::UINT32:
+      v.u = c.read<uint32_t>(key);
+      break;
+    case GgufValueType::INT32:
+      v.i = c.read<int32_t>(key);
+      break;
+    case GgufValueType::UINT64:
+      v.u = c.read<uint64_t>(key);
+      break;
+    case GgufValueType::INT64:
+      v.i = c.read<int64_t>(key);
+      break;
+    case GgufValueType::FLOAT32:
+      v.f = c.read<float>(key);
+      break;
+    case GgufValueType::FLOAT64:
+      v.f = c.read<double>(key);
+      break;
     case GgufValueType::BOOL: {
       const uint8_t b = c.read<uint8_t>(key);
-      VQ_CHECK(b <= 1, FormatError, "metadata ", key, ": bool byte is ", int(b), " (must be 0 or 1)");
+      VQ_CHECK(b <= 1, FormatError, "metadata ", key, ": bool byte is ", int(b),
+               " (must be 0 or 1)");
       v.u = b;
       break;
     }
-    case GgufValueType::STRING: v.str = c.string("metadata " + key); break;
+    case GgufValueType::STRING:
+      v.str = c.string("metadata " + key);
+      break;
     case GgufValueType::ARRAY: {
-      VQ_CHECK(depth < kMaxArrayDepth, FormatError, "metadata ", key, ": arrays nested deeper than ",
-               kMaxArrayDepth, " levels");
+      VQ_CHECK(depth < kMaxArrayDepth, FormatError, "metadata ", key,
+               ": arrays nested deeper than ", kMaxArrayDepth, " levels");
       const uint32_t et = c.read<uint32_t>("metadata " + key + " (array element type)");
       VQ_CHECK(valid_value_type(et), FormatError, "metadata ", key, ": array element type ", et,
                " is not a GGUF value type (0..12)");
@@ -103,7 +143,8 @@ GgufValue read_value(Cursor& c, GgufValueType type, const std::string& key, int 
       v.count = n;
       if (v.elem_type == GgufValueType::STRING || v.elem_type == GgufValueType::ARRAY) {
         v.arr.reserve(static_cast<size_t>(n));
-        for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(c, v.elem_type, key, depth + 1));
+        for (uint64_t k = 0; k < n; ++k)
+          v.arr.push_back(read_value(c, v.elem_type, key, depth + 1));
       } else {
         // Fixed-size elements: n * size <= bytes left was checked above. Bools are validated here.
         const uint64_t bytes = n * min_bytes;
@@ -123,8 +164,9 @@ GgufValue read_value(Cursor& c, GgufValueType type, const std::string& key, int 
 }  // namespace
 
 std::string gguf_value_type_name(uint32_t t) {
-  static const char* kNames[] = {"uint8", "int8",  "uint16", "int16",  "uint32", "int32", "float32",
-                                 "bool",  "string", "array", "uint64", "int64",  "float64"};
+  static const char* kNames[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                 "int32",  "float32", "bool",   "string", "array",
+                                 "uint64", "int64",   "float64"};
   return t <= 12 ? kNames[t] : "type#" + std::to_string(t);
 }
 
@@ -133,9 +175,14 @@ std::string gguf_value_type_name(uint32_t t) {
 
 bool GgufValue::is_integer() const {
   switch (type) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::UINT16:
-    case GgufValueType::INT16: case GgufValueType::UINT32: case GgufValueType::INT32:
-    case GgufValueType::UINT64: case GgufValueType::INT64:
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
       return true;
     default:
       return false;
@@ -148,8 +195,8 @@ static bool is_unsigned(GgufValueType t) {
 }
 
 int64_t GgufValue::as_int(const std::string& key) const {
-  VQ_CHECK(is_integer(), FormatError, "metadata ", key, " is ", gguf_value_type_name(uint32_t(type)),
-           ", expected an integer");
+  VQ_CHECK(is_integer(), FormatError, "metadata ", key, " is ",
+           gguf_value_type_name(uint32_t(type)), ", expected an integer");
   if (is_unsigned(type)) {
     VQ_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), FormatError,
              "metadata ", key, " = ", u, " is above ", std::numeric_limits<int64_t>::max());
@@ -189,17 +236,39 @@ GgufValue GgufValue::element(uint64_t k) const {
     return x;
   };
   switch (elem_type) {
-    case GgufValueType::UINT8: case GgufValueType::BOOL: e.u = ld(uint8_t{}); break;
-    case GgufValueType::INT8: e.i = ld(int8_t{}); break;
-    case GgufValueType::UINT16: e.u = ld(uint16_t{}); break;
-    case GgufValueType::INT16: e.i = ld(int16_t{}); break;
-    case GgufValueType::UINT32: e.u = ld(uint32_t{}); break;
-    case GgufValueType::INT32: e.i = ld(int32_t{}); break;
-    case GgufValueType::UINT64: e.u = ld(uint64_t{}); break;
-    case GgufValueType::INT64: e.i = ld(int64_t{}); break;
-    case GgufValueType::FLOAT32: e.f = ld(float{}); break;
-    case GgufValueType::FLOAT64: e.f = ld(double{}); break;
-    default: break;
+    case GgufValueType::UINT8:
+    case GgufValueType::BOOL:
+      e.u = ld(uint8_t{});
+      break;
+    case GgufValueType::INT8:
+      e.i = ld(int8_t{});
+      break;
+    case GgufValueType::UINT16:
+      e.u = ld(uint16_t{});
+      break;
+    case GgufValueType::INT16:
+      e.i = ld(int16_t{});
+      break;
+    case GgufValueType::UINT32:
+      e.u = ld(uint32_t{});
+      break;
+    case GgufValueType::INT32:
+      e.i = ld(int32_t{});
+      break;
+    case GgufValueType::UINT64:
+      e.u = ld(uint64_t{});
+      break;
+    case GgufValueType::INT64:
+      e.i = ld(int64_t{});
+      break;
+    case GgufValueType::FLOAT32:
+      e.f = ld(float{});
+      break;
+    case GgufValueType::FLOAT64:
+      e.f = ld(double{});
+      break;
+    default:
+      break;
   }
   return e;
 }
@@ -217,7 +286,8 @@ std::vector<float> GgufValue::as_float_array(const std::string& key) const {
   VQ_CHECK(type == GgufValueType::ARRAY, FormatError, "metadata ", key, " is not an array");
   std::vector<float> out;
   out.reserve(static_cast<size_t>(count));
-  for (uint64_t k = 0; k < count; ++k) out.push_back(static_cast<float>(element(k).as_float(key + "[]")));
+  for (uint64_t k = 0; k < count; ++k)
+    out.push_back(static_cast<float>(element(k).as_float(key + "[]")));
   return out;
 }
 
@@ -233,8 +303,11 @@ std::string GgufValue::describe() const {
   switch (type) {
     case GgufValueType::STRING:
       return str.size() <= 60 ? '"' + str + '"' : '"' + str.substr(0, 57) + "...\"";
-    case GgufValueType::BOOL: return u ? "true" : "false";
-    case GgufValueType::FLOAT32: case GgufValueType::FLOAT64: return detail::cat(f);
+    case GgufValueType::BOOL:
+      return u ? "true" : "false";
+    case GgufValueType::FLOAT32:
+    case GgufValueType::FLOAT64:
+      return detail::cat(f);
     case GgufValueType::ARRAY:
       return detail::cat("[", count, " ", gguf_value_type_name(uint32_t(elem_type)), "]");
     default:
@@ -277,9 +350,10 @@ GgufFile GgufFile::parse(std::shared_ptr<const MappedFile> file) {
   g.version_ = version;
   const uint64_t n_tensors = c.read<uint64_t>("tensor count");
   const uint64_t n_kv = c.read<uint64_t>("metadata count");
-  // A key/value needs at least 8 (key length) + 4 (type) + 1 bytes; a tensor info 8 + 4 + 8 + 4 + 8.
-  VQ_CHECK(n_kv <= c.left() / 13, FormatError, "metadata count ", n_kv,
-           " cannot fit in the ", c.left(), " bytes after the header");
+  // A key/value needs at least 8 (key length) + 4 (type) + 1 bytes; a tensor info 8 + 4 + 8 + 4
+  // + 8.
+  VQ_CHECK(n_kv <= c.left() / 13, FormatError, "metadata count ", n_kv, " cannot fit in the ",
+           c.left(), " bytes after the header");
   VQ_CHECK(n_tensors <= c.left() / 32, FormatError, "tensor count ", n_tensors,
            " cannot fit in the ", c.left(), " bytes after the header");
 
@@ -314,13 +388,14 @@ GgufFile GgufFile::parse(std::shared_ptr<const MappedFile> file) {
     VQ_CHECK(g.tensor_index_.find(t.name) == g.tensor_index_.end(), FormatError, who,
              ": the name appears twice");
     const uint32_t nd = c.read<uint32_t>(who + " (rank)");
-    VQ_CHECK(nd >= 1 && nd <= kMaxDims, FormatError, who, ": rank ", nd, " outside [1, ", kMaxDims, "]");
+    VQ_CHECK(nd >= 1 && nd <= kMaxDims, FormatError, who, ": rank ", nd, " outside [1, ", kMaxDims,
+             "]");
     uint64_t numel = 1;
     for (uint32_t d = 0; d < nd; ++d) {
       const uint64_t n = c.read<uint64_t>(detail::cat(who, " (dim ", d, ")"));
       VQ_CHECK(n >= 1, FormatError, who, ": dim ", d, " is 0");
-      VQ_CHECK(n <= (uint64_t{1} << 62) / numel, FormatError, who, ": dims overflow (dim ", d, " = ",
-               n, " makes more than 2^62 elements)");
+      VQ_CHECK(n <= (uint64_t{1} << 62) / numel, FormatError, who, ": dims overflow (dim ", d,
+               " = ", n, " makes more than 2^62 elements)");
       numel *= n;
       t.dims.push_back(static_cast<int64_t>(n));
     }
@@ -355,11 +430,11 @@ GgufFile GgufFile::parse(std::shared_ptr<const MappedFile> file) {
   for (const GgufTensorInfo& t : g.tensors_) {
     VQ_CHECK(t.offset <= data_bytes && t.bytes <= data_bytes - t.offset, FormatError, "tensor ",
              t.name, ": bytes [", t.offset, ", ", t.offset, " + ", t.bytes,
-             ") of the data region lie outside it (", data_bytes, " bytes; file truncated or offset wrong)");
+             ") of the data region lie outside it (", data_bytes,
+             " bytes; file truncated or offset wrong)");
   }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return g.tensors_[a].offset < g.tensors_[b].offset;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return g.tensors_[a].offset < g.tensors_[b].offset; });
   for (size_t k = 1; k < order.size(); ++k) {
     const GgufTensorInfo& prev = g.tensors_[order[k - 1]];
     const GgufTensorInfo& cur = g.tensors_[order[k]];
@@ -415,13 +490,15 @@ std::vector<float> GgufFile::dequantize(const GgufTensorInfo& t) const {
   return out;
 }
 
-void GgufFile::dequantize_rows(const GgufTensorInfo& t, int64_t row0, int64_t nrows, float* out) const {
+void GgufFile::dequantize_rows(const GgufTensorInfo& t, int64_t row0, int64_t nrows,
+                               float* out) const {
   const int64_t row = t.dims[0];
   const int64_t rows = t.numel() / row;
   VQ_CHECK(row0 >= 0 && nrows >= 0 && row0 <= rows && nrows <= rows - row0, InvalidArgument,
            "tensor ", t.name, ": rows [", row0, ", ", row0 + nrows, ") outside [0, ", rows, ")");
   const uint64_t row_bytes = ggml_row_bytes(t.type, row);
-  ggml_dequantize(t.type, tensor_data(t) + static_cast<uint64_t>(row0) * row_bytes, out, nrows * row);
+  ggml_dequantize(t.type, tensor_data(t) + static_cast<uint64_t>(row0) * row_bytes, out,
+                  nrows * row);
 }
 
 }  // namespace vq

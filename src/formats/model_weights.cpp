@@ -26,7 +26,9 @@ std::vector<float> WeightTensor::dequantize() const {
   return out;
 }
 
-std::string ModelWeights::supported_architectures() { return "llama, qwen2 (GGUF); llama, mistral, qwen2 (config.json)"; }
+std::string ModelWeights::supported_architectures() {
+  return "llama, qwen2 (GGUF); llama, mistral, qwen2 (config.json)";
+}
 
 namespace {
 
@@ -64,21 +66,26 @@ std::string canonical_from_hf(const std::string& n) {
 
 GgmlType ggml_of(StDtype d) {
   switch (d) {
-    case StDtype::F32: return GgmlType::F32;
-    case StDtype::F16: return GgmlType::F16;
-    case StDtype::BF16: return GgmlType::BF16;
+    case StDtype::F32:
+      return GgmlType::F32;
+    case StDtype::F16:
+      return GgmlType::F16;
+    case StDtype::BF16:
+      return GgmlType::BF16;
   }
   return GgmlType::F32;
 }
 
-int64_t gguf_int(const GgufFile& g, const std::string& key, int64_t lo, int64_t hi, int64_t fallback, bool required) {
+int64_t gguf_int(const GgufFile& g, const std::string& key, int64_t lo, int64_t hi,
+                 int64_t fallback, bool required) {
   const GgufValue* v = g.find(key);
   if (!v) {
     VQ_CHECK(!required, FormatError, g.path(), ": metadata key ", key, " is missing");
     return fallback;
   }
   const int64_t x = v->as_int(key);
-  VQ_CHECK(x >= lo && x <= hi, FormatError, g.path(), ": ", key, " = ", x, " outside [", lo, ", ", hi, "]");
+  VQ_CHECK(x >= lo && x <= hi, FormatError, g.path(), ": ", key, " = ", x, " outside [", lo, ", ",
+           hi, "]");
   return x;
 }
 
@@ -114,7 +121,8 @@ ModelWeights ModelWeights::open(const std::string& path) {
       if (canon.empty()) continue;
       const SafetensorsFile* shard = nullptr;
       const SafetensorsTensor& t = st.tensor(n, &shard);
-      w.tensors_[canon] = WeightTensor{canon, n, ggml_of(t.dtype), t.shape, shard->tensor_data(t), t.bytes};
+      w.tensors_[canon] =
+          WeightTensor{canon, n, ggml_of(t.dtype), t.shape, shard->tensor_data(t), t.bytes};
     }
     c.tied_output = h.tie_word_embeddings || !w.tensors_.count("output.weight");
   } else {
@@ -140,7 +148,8 @@ ModelWeights ModelWeights::open(const std::string& path) {
     c.qkv_bias = arch == "qwen2";
     c.rope_layout = arch == "qwen2" ? RopeLayout::HalfSplit : RopeLayout::AdjacentPairs;
     for (const GgufTensorInfo& t : g.tensors())
-      w.tensors_[t.name] = WeightTensor{t.name, t.name, t.type, t.shape(), g.tensor_data(t), t.bytes};
+      w.tensors_[t.name] =
+          WeightTensor{t.name, t.name, t.type, t.shape(), g.tensor_data(t), t.bytes};
     const WeightTensor* emb = w.find("token_embd.weight");
     VQ_CHECK(emb != nullptr && emb->shape.size() == 2, FormatError, path,
              ": tensor token_embd.weight is missing or not 2-D");
@@ -152,8 +161,8 @@ ModelWeights ModelWeights::open(const std::string& path) {
   auto need = [&](const std::string& name, std::vector<int64_t> shape) {
     const WeightTensor* t = w.find(name);
     VQ_CHECK(t != nullptr, FormatError, path, ": tensor ", name, " is missing");
-    VQ_CHECK(t->shape == shape, FormatError, path, ": tensor ", name, " (", t->source, ") has shape ",
-             shape_str(t->shape), ", expected ", shape_str(shape));
+    VQ_CHECK(t->shape == shape, FormatError, path, ": tensor ", name, " (", t->source,
+             ") has shape ", shape_str(t->shape), ", expected ", shape_str(shape));
   };
   const int64_t q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
   need("token_embd.weight", {c.vocab_size, c.dim});

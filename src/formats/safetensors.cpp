@@ -34,13 +34,18 @@ uint64_t checked_u64(const nlohmann::json& j, const std::string& what) {
 
 const char* st_dtype_name(StDtype d) {
   switch (d) {
-    case StDtype::F32: return "F32";
-    case StDtype::F16: return "F16";
-    case StDtype::BF16: return "BF16";
+    case StDtype::F32:
+      return "F32";
+    case StDtype::F16:
+      return "F16";
+    case StDtype::BF16:
+      return "BF16";
   }
   return "?";
 }
-int64_t st_dtype_size(StDtype d) { return d == StDtype::F32 ? 4 : 2; }
+int64_t st_dtype_size(StDtype d) {
+  return d == StDtype::F32 ? 4 : 2;
+}
 
 int64_t SafetensorsTensor::numel() const {
   int64_t n = 1;
@@ -66,8 +71,8 @@ SafetensorsFile SafetensorsFile::parse(std::shared_ptr<const MappedFile> file) {
   std::memcpy(&n, s.file_->data(), 8);
   VQ_CHECK(n <= size - 8, FormatError, "safetensors header length ", n,
            " is larger than the rest of the file (", size - 8, " bytes)");
-  VQ_CHECK(n <= kMaxHeaderBytes, FormatError, "safetensors header length ", n, " exceeds the limit ",
-           kMaxHeaderBytes);
+  VQ_CHECK(n <= kMaxHeaderBytes, FormatError, "safetensors header length ", n,
+           " exceeds the limit ", kMaxHeaderBytes);
   VQ_CHECK(n >= 2, FormatError, "safetensors header length ", n, " is too short for a JSON object");
   s.data_offset_ = 8 + n;
   const uint64_t data_bytes = size - s.data_offset_;
@@ -89,10 +94,13 @@ SafetensorsFile SafetensorsFile::parse(std::shared_ptr<const MappedFile> file) {
     }
     const std::string who = "tensor " + name;
     VQ_CHECK(v.is_object(), FormatError, who, ": entry is not an object");
-    VQ_CHECK(v.contains("dtype") && v["dtype"].is_string(), FormatError, who, ": dtype missing or not a string");
-    VQ_CHECK(v.contains("shape") && v["shape"].is_array(), FormatError, who, ": shape missing or not an array");
-    VQ_CHECK(v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2,
-             FormatError, who, ": data_offsets missing or not [begin, end]");
+    VQ_CHECK(v.contains("dtype") && v["dtype"].is_string(), FormatError, who,
+             ": dtype missing or not a string");
+    VQ_CHECK(v.contains("shape") && v["shape"].is_array(), FormatError, who,
+             ": shape missing or not an array");
+    VQ_CHECK(
+        v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2,
+        FormatError, who, ": data_offsets missing or not [begin, end]");
     SafetensorsTensor t;
     t.name = name;
     t.dtype = parse_dtype(v["dtype"].get<std::string>(), who);
@@ -150,10 +158,12 @@ std::vector<float> SafetensorsFile::to_float(const SafetensorsTensor& t) const {
       if (n > 0) std::memcpy(out.data(), p, static_cast<size_t>(n) * 4);
       break;
     case StDtype::F16:
-      for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = fp16_to_fp32(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
       break;
     case StDtype::BF16:
-      for (int64_t i = 0; i < n; ++i) out[i] = formats::bf16_bits_to_float(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = formats::bf16_bits_to_float(static_cast<uint16_t>(p[2 * i] | (p[2 * i + 1] << 8)));
       break;
   }
   return out;
@@ -171,7 +181,8 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
     else if (fs::exists(p / "model.safetensors", ec))
       p = p / "model.safetensors";
     else
-      VQ_THROW(IoError, path, ": no model.safetensors or model.safetensors.index.json in this directory");
+      VQ_THROW(IoError, path,
+               ": no model.safetensors or model.safetensors.index.json in this directory");
   }
   SafetensorsModel m;
   const std::string ps = p.string();

@@ -216,7 +216,6 @@ uint64_t min_section_bytes(const CacheConfig& c, int64_t S, int64_t W) {
   return 0;
 }
 
-
 }  // namespace
 
 CodecRange codec_value_range(const CacheConfig& config) {
@@ -226,8 +225,7 @@ CodecRange codec_value_range(const CacheConfig& config) {
   // fp16. The llama.cpp blocks store one fp16 scale per 32 values: amax / 127 (q8_0) and
   // amax / 8 (q4_0) must stay finite in fp16.
   if (m == "kivi" || m == "gear") return {65504.0, "fp16 storage"};
-  if (m == "svdq" && config.get_string("kind") == "v")
-    return {65504.0, "fp16 values"};
+  if (m == "svdq" && config.get_string("kind") == "v") return {65504.0, "fp16 values"};
   if (m == "q8_0") return {65504.0 * 127.0, "an fp16 block scale of max|x| / 127"};
   if (m == "q4_0") return {65504.0 * 8.0, "an fp16 block scale of max|x| / 8"};
   // The PCA family keeps latents, means and quantizer ranges in fp32; squares and products of
@@ -235,7 +233,8 @@ CodecRange codec_value_range(const CacheConfig& config) {
   return {1e30, "fp32 latents and quantizer ranges"};
 }
 
-// (declared in io/vqkv.hpp) The position of flat index i in a C-order array of `shape`, as "[a, b, c]".
+// (declared in io/vqkv.hpp) The position of flat index i in a C-order array of `shape`, as "[a, b,
+// c]".
 std::string index_str(int64_t i, const std::vector<int64_t>& shape) {
   std::vector<int64_t> idx(shape.size());
   for (size_t d = shape.size(); d-- > 0;) {
@@ -460,8 +459,8 @@ VqkvIndex vqkv_parse(const uint8_t* data, size_t size, const VqkvReadOptions& op
                  offset, " runs past the end of the ", size, "-byte file (truncated)");
         VQ_CHECK(s.size >= min_bytes, FormatError, "vqkv: section ", i, " (layer ", l, ", ",
                  vqkv_kind_name(kind), ", head ", s.head, ") holds ", s.size,
-                 " bytes, but S = ", h.S, " tokens of width ", width, " need at least ",
-                 min_bytes, " with ", codec->method(), " (truncated, or a header that lies)");
+                 " bytes, but S = ", h.S, " tokens of width ", width, " need at least ", min_bytes,
+                 " with ", codec->method(), " (truncated, or a header that lies)");
         s.offset = offset;
         offset += s.size;
         idx.sections.push_back(s);
@@ -492,7 +491,8 @@ VqkvArray vqkv_decompress(const uint8_t* data, size_t size, const VqkvReadOption
                values <= static_cast<double>(size) * static_cast<double>(opts.max_values_per_byte),
            FormatError, "vqkv: shape ", NpyArray{NpyDtype::Float32, h.shape(), {}}.shape_str(),
            " declares ", h.numel(), " values in a file of ", size, " bytes: more than ",
-           opts.max_values_per_byte, " values per byte (decompression-bomb limit; raise "
+           opts.max_values_per_byte,
+           " values per byte (decompression-bomb limit; raise "
            "VqkvReadOptions::max_values_per_byte for such files)");
   VqkvArray out;
   out.header = h;
@@ -556,8 +556,9 @@ void write_via_rename(const std::string& path, const std::vector<uint8_t>& bytes
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   std::string tmp = dir + "." + base + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
-  VQ_CHECK(fd >= 0, IoError, "cannot open '", path, "' for writing: cannot create a temporary file '",
-           tmp, "' in the same directory: ", std::strerror(errno));
+  VQ_CHECK(fd >= 0, IoError, "cannot open '", path,
+           "' for writing: cannot create a temporary file '", tmp,
+           "' in the same directory: ", std::strerror(errno));
   // mkstemp creates the file 0600; give it the mode a plain open would (0666 minus the umask).
   const mode_t mask = ::umask(0);
   ::umask(mask);

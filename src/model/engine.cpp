@@ -231,7 +231,7 @@ struct Engine::Impl {
         const float* self_k = nullptr;
         const float* self_v = nullptr;
         if (!opt.strict_view && !holds(positions, K.rows(), pos)) {  // dropped at once: still
-          std::memcpy(kself.data(), k.data() + kh * D,                 // attend to itself
+          std::memcpy(kself.data(), k.data() + kh * D,               // attend to itself
                       sizeof(float) * static_cast<size_t>(D));
           if (pre) rope(kself.data(), 1, pos);
           self_k = kself.data();
@@ -320,7 +320,8 @@ struct Engine::Impl {
             P.middleCols(first, cnt).noalias() =
                 Qs->middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
           }
-          P.rightCols(S).noalias() = Qs->middleCols(h * D, D) * Krh.middleCols(kh * D, D).transpose();
+          P.rightCols(S).noalias() =
+              Qs->middleCols(h * D, D) * Krh.middleCols(kh * D, D).transpose();
           P *= scale;
           for (int64_t s = 0; s < S; ++s) {  // causal: chunk token s sees old rows + chunk 0..s
             const int64_t valid = n_old + s + 1;

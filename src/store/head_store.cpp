@@ -9,7 +9,6 @@
 
 namespace vq::store {
 
-
 StoreBytes& StoreBytes::operator+=(const StoreBytes& o) {
   content += o.content;
   params += o.params;
@@ -36,8 +35,12 @@ class HeadStore::Source final : public RowSource {
   int kv_;
 };
 
-const RowSource& HeadStore::keys() const { return *src_[0]; }
-const RowSource& HeadStore::values() const { return *src_[1]; }
+const RowSource& HeadStore::keys() const {
+  return *src_[0];
+}
+const RowSource& HeadStore::values() const {
+  return *src_[1];
+}
 
 HeadStore::HeadStore(std::unique_ptr<RowCodec> k, std::unique_ptr<RowCodec> v) {
   VQ_CHECK(k && v, InvalidArgument, "HeadStore: a codec is missing");
@@ -57,7 +60,9 @@ HeadStore::HeadStore(std::unique_ptr<RowCodec> k, std::unique_ptr<RowCodec> v) {
   src_[1] = std::make_unique<Source>(this, 1);
 }
 
-HeadStore::HeadStore(HeadStore&& o) noexcept { *this = std::move(o); }
+HeadStore::HeadStore(HeadStore&& o) noexcept {
+  *this = std::move(o);
+}
 
 HeadStore& HeadStore::operator=(HeadStore&& o) noexcept {
   if (this == &o) return *this;

@@ -21,12 +21,12 @@ namespace vq::store {
 
 /// Resident bytes by kind, from buffer capacities.
 struct StoreBytes {
-  int64_t content = 0;  ///< K/V codes: encoded rows and the fp16 open window
-  int64_t params = 0;   ///< chunk parameters and the codecs' own state (a fitted basis)
-  int64_t index = 0;    ///< per-slot bookkeeping: positions, locations, chunk membership
-  int64_t scratch = 0;  ///< transient buffers kept for reuse (fp32 input staged for encoding)
-  int64_t stored = 0;   ///< the same rows in storage form (entropy coded), for reporting
-  int64_t external = 0; ///< shared model bytes the codecs read but do not own (not resident here)
+  int64_t content = 0;   ///< K/V codes: encoded rows and the fp16 open window
+  int64_t params = 0;    ///< chunk parameters and the codecs' own state (a fitted basis)
+  int64_t index = 0;     ///< per-slot bookkeeping: positions, locations, chunk membership
+  int64_t scratch = 0;   ///< transient buffers kept for reuse (fp32 input staged for encoding)
+  int64_t stored = 0;    ///< the same rows in storage form (entropy coded), for reporting
+  int64_t external = 0;  ///< shared model bytes the codecs read but do not own (not resident here)
   int64_t window_rows = 0;   ///< rows in the fp16 open window (chunked codecs)
   int64_t encoded_rows = 0;  ///< rows in chunks (chunked) or in codec form (row-wise)
   int64_t chunks = 0;        ///< live chunks

@@ -19,13 +19,14 @@ namespace vq::store {
 
 namespace {
 
-inline void store_u16(uint16_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+inline void store_u16(uint16_t* p, uint16_t v) {
+  std::memcpy(p, &v, 2);
+}
 inline uint16_t load_u16(const uint16_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
   return v;
 }
-
 
 }  // namespace
 

@@ -38,7 +38,8 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
   std::vector<std::string> symbols;
   for (std::string_view c : utf8_chars(word)) symbols.emplace_back(c);
   std::string key;
-  auto pri = [&](const std::string&, const std::string& l, const std::string& r) -> std::optional<double> {
+  auto pri = [&](const std::string&, const std::string& l,
+                 const std::string& r) -> std::optional<double> {
     key.assign(l);
     key += '\0';
     key += r;
@@ -60,13 +61,15 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
   }
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos_token, bool parse_special) const {
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos_token,
+                                          bool parse_special) const {
   if (nfc_ascii_only) {
     for (size_t i = 0; i < text.size(); ++i)
       VQ_CHECK(static_cast<unsigned char>(text[i]) < 0x80, InvalidArgument,
                "this tokenizer.json normalizes text to NFC, which VeloxQuant does not implement; "
-               "only ASCII text can be encoded with it (byte 0x", std::hex,
-               static_cast<int>(static_cast<unsigned char>(text[i])), std::dec, " at offset ", i, ")");
+               "only ASCII text can be encoded with it (byte 0x",
+               std::hex, static_cast<int>(static_cast<unsigned char>(text[i])), std::dec,
+               " at offset ", i, ")");
   }
   std::vector<int32_t> out;
   if (add_bos_token && bos >= 0) out.push_back(bos);
@@ -90,11 +93,14 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos_to
 std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) {
-    VQ_CHECK(id >= 0 && id < vocab.size(), InvalidArgument, "token id ", id, " outside [0, ", vocab.size(), ")");
+    VQ_CHECK(id >= 0 && id < vocab.size(), InvalidArgument, "token id ", id, " outside [0, ",
+             vocab.size(), ")");
     const int32_t ty = vocab.type[id];
     if (ty == kControl) continue;
-    if (ty == kUserDefined) out += vocab.text[id];
-    else out += unicode_to_bytes(vocab.text[id]);
+    if (ty == kUserDefined)
+      out += vocab.text[id];
+    else
+      out += unicode_to_bytes(vocab.text[id]);
   }
   return out;
 }
@@ -109,7 +115,8 @@ const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's visible s
 void SpmTokenizer::encode_text(const std::string& text, std::vector<int32_t>& out) const {
   std::vector<std::string> symbols;
   for (std::string_view c : utf8_chars(text)) symbols.emplace_back(c);
-  auto pri = [&](const std::string& merged, const std::string&, const std::string&) -> std::optional<double> {
+  auto pri = [&](const std::string& merged, const std::string&,
+                 const std::string&) -> std::optional<double> {
     const int32_t id = vocab.find(merged);
     if (id < 0) return std::nullopt;
     return static_cast<double>(scores[id]);
@@ -132,7 +139,8 @@ void SpmTokenizer::encode_text(const std::string& text, std::vector<int32_t>& ou
   }
 }
 
-std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos_token, bool parse_special) const {
+std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos_token,
+                                          bool parse_special) const {
   std::vector<int32_t> out;
   if (add_bos_token && bos >= 0) out.push_back(bos);
   std::vector<int32_t> specials = always_specials;
@@ -151,8 +159,10 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos_to
     std::string esc;
     esc.reserve(t.size() + 8);
     for (char c : t) {
-      if (c == ' ') esc += kSpace;
-      else esc += c;
+      if (c == ' ')
+        esc += kSpace;
+      else
+        esc += c;
     }
     encode_text(esc, out);
   }
@@ -162,7 +172,8 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos_to
 std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
   for (int32_t id : ids) {
-    VQ_CHECK(id >= 0 && id < vocab.size(), InvalidArgument, "token id ", id, " outside [0, ", vocab.size(), ")");
+    VQ_CHECK(id >= 0 && id < vocab.size(), InvalidArgument, "token id ", id, " outside [0, ",
+             vocab.size(), ")");
     const int32_t ty = vocab.type[id];
     const std::string& p = vocab.text[id];
     if (ty == kControl || ty == kUnknown) continue;

@@ -31,7 +31,8 @@ class BpeTokenizer : public TextTokenizer {
   /// Merge list entries "left right" -> ranks; FormatError naming the entry when malformed.
   void set_merges(const std::vector<std::string>& merges, const std::string& where);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos_token, bool parse_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos_token,
+                              bool parse_special) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return vocab.size(); }
   int32_t bos_id() const override { return bos; }
@@ -53,7 +54,8 @@ class SpmTokenizer : public TextTokenizer {
   bool add_bos = true;
   std::string desc;
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos_token, bool parse_special) const override;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos_token,
+                              bool parse_special) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override { return vocab.size(); }
   int32_t bos_id() const override { return bos; }

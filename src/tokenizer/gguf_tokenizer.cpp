@@ -29,7 +29,8 @@ void load_vocab(const GgufFile& g, tok::Vocab& v, const std::string& model) {
   v.text = g.get("tokenizer.ggml.tokens").as_string_array("tokenizer.ggml.tokens");
   const int64_t n = v.size();
   VQ_CHECK(n > 0, FormatError, g.path(), ": tokenizer.ggml.tokens is empty");
-  VQ_CHECK(n < (int64_t{1} << 31), FormatError, g.path(), ": ", n, " tokens exceed the 2^31 id space");
+  VQ_CHECK(n < (int64_t{1} << 31), FormatError, g.path(), ": ", n,
+           " tokens exceed the 2^31 id space");
   v.type.assign(static_cast<size_t>(n), tok::kNormal);
   if (const GgufValue* t = g.find("tokenizer.ggml.token_type")) {
     std::vector<int64_t> ty = t->as_int_array("tokenizer.ggml.token_type");
@@ -45,10 +46,13 @@ void load_vocab(const GgufFile& g, tok::Vocab& v, const std::string& model) {
   (void)model;
 }
 
-void collect_specials(const tok::Vocab& v, std::vector<int32_t>& always, std::vector<int32_t>& parse) {
+void collect_specials(const tok::Vocab& v, std::vector<int32_t>& always,
+                      std::vector<int32_t>& parse) {
   for (int64_t i = 0; i < v.size(); ++i) {
-    if (v.type[i] == tok::kUserDefined) always.push_back(static_cast<int32_t>(i));
-    else if (v.type[i] == tok::kControl || v.type[i] == tok::kUnknown) parse.push_back(static_cast<int32_t>(i));
+    if (v.type[i] == tok::kUserDefined)
+      always.push_back(static_cast<int32_t>(i));
+    else if (v.type[i] == tok::kControl || v.type[i] == tok::kUnknown)
+      parse.push_back(static_cast<int32_t>(i));
   }
 }
 

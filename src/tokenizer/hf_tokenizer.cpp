@@ -35,7 +35,8 @@ void add_pretokenizer(const json& p, const std::string& src, std::vector<std::st
   if (type == "Sequence") {
     VQ_CHECK(p.contains("pretokenizers") && p["pretokenizers"].is_array(), FormatError, src,
              ": Sequence pre_tokenizer without a pretokenizers list");
-    for (const json& e : p["pretokenizers"]) add_pretokenizer(e, src, regexes, byte_level, prefix_space);
+    for (const json& e : p["pretokenizers"])
+      add_pretokenizer(e, src, regexes, byte_level, prefix_space);
   } else if (type == "ByteLevel") {
     byte_level = true;
     prefix_space = p.value("add_prefix_space", false);
@@ -45,7 +46,8 @@ void add_pretokenizer(const json& p, const std::string& src, std::vector<std::st
     VQ_CHECK(behavior == "Isolated", FormatError, src, ": Split behavior ", behavior,
              " is not supported (supported: Isolated)");
     VQ_CHECK(!p.value("invert", false), FormatError, src, ": inverted Split is not supported");
-    VQ_CHECK(p.contains("pattern") && p["pattern"].is_object(), FormatError, src, ": Split without a pattern");
+    VQ_CHECK(p.contains("pattern") && p["pattern"].is_object(), FormatError, src,
+             ": Split without a pattern");
     const json& pat = p["pattern"];
     if (pat.contains("Regex") && pat["Regex"].is_string()) {
       regexes.push_back(pat["Regex"].get<std::string>());
@@ -58,14 +60,16 @@ void add_pretokenizer(const json& p, const std::string& src, std::vector<std::st
   } else if (type == "Digits") {
     regexes.push_back(p.value("individual_digits", false) ? "\\p{N}" : "\\p{N}+");
   } else {
-    VQ_THROW(FormatError, src, ": pre_tokenizer type ", type,
-             " is not supported (supported: ByteLevel, Split (Isolated), Digits, Sequence of these)");
+    VQ_THROW(
+        FormatError, src, ": pre_tokenizer type ", type,
+        " is not supported (supported: ByteLevel, Split (Isolated), Digits, Sequence of these)");
   }
 }
 
 std::string token_content(const json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
   return {};
 }
 
@@ -81,7 +85,8 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
            "models use tokenizer.model)");
   bool nfc = false;
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
-    const std::string nt = j["normalizer"].is_object() ? j["normalizer"].value("type", std::string("?")) : "?";
+    const std::string nt =
+        j["normalizer"].is_object() ? j["normalizer"].value("type", std::string("?")) : "?";
     VQ_CHECK(nt == "NFC", FormatError, path, ": normalizer ", nt,
              " is not supported (supported: none, or NFC for ASCII text only)");
     nfc = true;
@@ -91,28 +96,32 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   VQ_CHECK(j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null(), FormatError, path,
            ": no pre_tokenizer (only byte-level BPE tokenizers are supported)");
   add_pretokenizer(j["pre_tokenizer"], path, regexes, byte_level, prefix_space);
-  VQ_CHECK(byte_level, FormatError, path,
-           ": the pre_tokenizer has no ByteLevel step (only byte-level BPE tokenizers are supported)");
+  VQ_CHECK(
+      byte_level, FormatError, path,
+      ": the pre_tokenizer has no ByteLevel step (only byte-level BPE tokenizers are supported)");
 
   auto t = std::make_unique<BpeTokenizer>();
-  VQ_CHECK(m.contains("vocab") && m["vocab"].is_object(), FormatError, path, ": model.vocab is not an object");
+  VQ_CHECK(m.contains("vocab") && m["vocab"].is_object(), FormatError, path,
+           ": model.vocab is not an object");
   const size_t nv = m["vocab"].size();
   VQ_CHECK(nv > 0 && nv < (size_t{1} << 24), FormatError, path, ": model.vocab has ", nv,
            " entries (limit 2^24)");
   int64_t max_id = -1;
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    VQ_CHECK(it.value().is_number_integer(), FormatError, path, ": vocab id of ", it.key(), " is not an integer");
+    VQ_CHECK(it.value().is_number_integer(), FormatError, path, ": vocab id of ", it.key(),
+             " is not an integer");
     const int64_t id = it.value().get<int64_t>();
-    VQ_CHECK(id >= 0 && id < (int64_t{1} << 24), FormatError, path, ": vocab id ", id, " of ", it.key(),
-             " outside [0, 2^24)");
+    VQ_CHECK(id >= 0 && id < (int64_t{1} << 24), FormatError, path, ": vocab id ", id, " of ",
+             it.key(), " outside [0, 2^24)");
     max_id = std::max(max_id, id);
   }
   std::vector<std::pair<int64_t, const json*>> added;
   if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
     for (const json& a : j["added_tokens"]) {
-      VQ_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_integer() && a.contains("content") &&
-                   a["content"].is_string(),
-               FormatError, path, ": an added_tokens entry lacks an integer id or a content string");
+      VQ_CHECK(a.is_object() && a.contains("id") && a["id"].is_number_integer() &&
+                   a.contains("content") && a["content"].is_string(),
+               FormatError, path,
+               ": an added_tokens entry lacks an integer id or a content string");
       const int64_t id = a["id"].get<int64_t>();
       VQ_CHECK(id >= 0 && id < (int64_t{1} << 24), FormatError, path, ": added token id ", id,
                " outside [0, 2^24)");
@@ -122,7 +131,8 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   }
   // Ids must be dense enough that a table of max_id + 1 entries is bounded by the file's own size.
   VQ_CHECK(static_cast<size_t>(max_id) < 4 * (nv + added.size()) + 1024, FormatError, path,
-           ": the largest token id ", max_id, " is far above the ", nv + added.size(), " tokens listed");
+           ": the largest token id ", max_id, " is far above the ", nv + added.size(),
+           " tokens listed");
   t->vocab.text.assign(static_cast<size_t>(max_id + 1), std::string());
   t->vocab.type.assign(static_cast<size_t>(max_id + 1), kUnused);
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
@@ -158,7 +168,8 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   t->nfc_ascii_only = nfc;
 
   // BOS / EOS.
-  const std::filesystem::path cfg = std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+  const std::filesystem::path cfg =
+      std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   std::error_code ec;
   std::string bos_text, eos_text;
   bool add_bos_known = false;
@@ -175,12 +186,14 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
     const json& pp = j["post_processor"];
     const json* tp = nullptr;
     if (pp.value("type", std::string()) == "TemplateProcessing") tp = &pp;
-    if (pp.value("type", std::string()) == "Sequence" && pp.contains("processors") && pp["processors"].is_array())
+    if (pp.value("type", std::string()) == "Sequence" && pp.contains("processors") &&
+        pp["processors"].is_array())
       for (const json& e : pp["processors"])
         if (e.is_object() && e.value("type", std::string()) == "TemplateProcessing") tp = &e;
     if (tp && tp->contains("single") && (*tp)["single"].is_array() && !(*tp)["single"].empty()) {
       const json& first = (*tp)["single"][0];
-      if (first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object()) {
+      if (first.is_object() && first.contains("SpecialToken") &&
+          first["SpecialToken"].is_object()) {
         const std::string id = first["SpecialToken"].value("id", std::string());
         if (bos_text.empty()) bos_text = id;
         if (!add_bos_known) t->add_bos = !id.empty();
@@ -190,8 +203,9 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   if (!bos_text.empty()) t->bos = t->vocab.find(bos_text);
   if (!eos_text.empty()) t->eos = t->vocab.find(eos_text);
   if (t->bos < 0) t->add_bos = false;
-  t->desc = detail::cat("tokenizer.json (byte-level BPE, ", t->vocab.size(), " tokens, ", t->ranks.size(),
-                        " merges, ", regexes.size(), " split regexes", nfc ? ", NFC: ASCII text only" : "", ")");
+  t->desc = detail::cat("tokenizer.json (byte-level BPE, ", t->vocab.size(), " tokens, ",
+                        t->ranks.size(), " merges, ", regexes.size(), " split regexes",
+                        nfc ? ", NFC: ASCII text only" : "", ")");
   return t;
 }
 

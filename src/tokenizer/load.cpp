@@ -20,13 +20,16 @@ class SentencePieceTokenizer : public TextTokenizer {
  public:
   explicit SentencePieceTokenizer(const std::string& path) : path_(path) {
     const auto st = sp_.Load(path);
-    VQ_CHECK(st.ok(), FormatError, path, ": not a readable SentencePiece model (", st.ToString(), ")");
+    VQ_CHECK(st.ok(), FormatError, path, ": not a readable SentencePiece model (", st.ToString(),
+             ")");
   }
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool /*parse_special*/) const override {
+  std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                              bool /*parse_special*/) const override {
     std::vector<int> ids;
     if (!text.empty()) {
       const auto st = sp_.Encode(absl::string_view(text.data(), text.size()), &ids);
-      VQ_CHECK(st.ok(), InvalidArgument, "SentencePiece could not encode the text: ", st.ToString());
+      VQ_CHECK(st.ok(), InvalidArgument,
+               "SentencePiece could not encode the text: ", st.ToString());
     }
     std::vector<int32_t> out;
     if (add_bos && sp_.bos_id() >= 0) out.push_back(sp_.bos_id());
@@ -36,8 +39,8 @@ class SentencePieceTokenizer : public TextTokenizer {
   std::string decode(const std::vector<int32_t>& ids) const override {
     std::vector<int> v(ids.begin(), ids.end());
     for (int id : v)
-      VQ_CHECK(id >= 0 && id < sp_.GetPieceSize(), InvalidArgument, "token id ", id, " outside [0, ",
-               sp_.GetPieceSize(), ")");
+      VQ_CHECK(id >= 0 && id < sp_.GetPieceSize(), InvalidArgument, "token id ", id,
+               " outside [0, ", sp_.GetPieceSize(), ")");
     std::string s;
     const auto st = sp_.Decode(v, &s);
     VQ_CHECK(st.ok(), InvalidArgument, "SentencePiece could not decode: ", st.ToString());
@@ -104,8 +107,10 @@ std::unique_ptr<TextTokenizer> load_tokenizer(const std::string& path) {
   VQ_CHECK(fs::exists(path, ec), IoError, "tokenizer path ", path, " does not exist");
   if (fs::is_directory(path, ec)) {
     const fs::path d(path);
-    if (fs::exists(d / "tokenizer.json", ec)) return tok::load_hf_tokenizer_json((d / "tokenizer.json").string());
-    if (fs::exists(d / "tokenizer.model", ec)) return tok::load_sentencepiece_model((d / "tokenizer.model").string());
+    if (fs::exists(d / "tokenizer.json", ec))
+      return tok::load_hf_tokenizer_json((d / "tokenizer.json").string());
+    if (fs::exists(d / "tokenizer.model", ec))
+      return tok::load_sentencepiece_model((d / "tokenizer.model").string());
     VQ_THROW(IoError, path, ": no tokenizer.json or tokenizer.model in this directory");
   }
   if (tok::ends_with(path, ".gguf") || tok::starts_with_bytes(path, "GGUF", 4))

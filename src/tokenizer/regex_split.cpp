@@ -32,8 +32,7 @@ struct PreRow {
 
 const std::vector<PreRow>& pre_table() {
   static const std::vector<PreRow> rows = {
-      {"default",
-       {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", "[0-9][0-9][0-9]"}},
+      {"default", {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", "[0-9][0-9][0-9]"}},
       {"gpt-2", {kGpt2}},
       {"gpt-neox", {kGpt2}},
       {"mpt", {kGpt2}},
@@ -46,13 +45,13 @@ const std::vector<PreRow>& pre_table() {
       {"starcoder", {"\\p{N}", kGpt2}},
       {"refact", {"\\p{N}", kGpt2}},
       {"smollm", {"\\p{N}", kGpt2}},
-      {"deepseek-coder",
-       {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}},
+      {"deepseek-coder", {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}},
       // deepseek-llm's letter class spelled with Unicode letter properties: Latin, Greek, Cyrillic,
       // Armenian, Georgian, Cherokee and the other cased scripts it lists are the cased letters
       // (Lu, Ll, Lt) plus the few Lo/Lm it names; PCRE2's \p{L&} is that cased-letter class.
       {"deepseek-llm",
-       {"[\\r\\n]", "\\s?\\p{L&}+", "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
+       {"[\\r\\n]", "\\s?\\p{L&}+",
+        "\\s?[!-/:-~\\x{FF01}-\\x{FF0F}\\x{FF1A}-\\x{FF5E}\\x{2018}-\\x{201F}\\x{3000}-\\x{3002}]+",
         "\\s+\\z", kCjk, "\\p{N}+"}},
   };
   return rows;
@@ -66,12 +65,15 @@ std::string names_list() {
 
 }  // namespace
 
-const std::string& gpt2_regex() { return kGpt2; }
+const std::string& gpt2_regex() {
+  return kGpt2;
+}
 
 std::vector<std::string> gguf_pretokenizer_regexes(const std::string& pre) {
   for (const PreRow& r : pre_table())
     if (pre == r.name) return r.regexes;
-  VQ_THROW(FormatError, "tokenizer.ggml.pre '", pre, "' is not supported (supported: ", names_list(), ")");
+  VQ_THROW(FormatError, "tokenizer.ggml.pre '", pre,
+           "' is not supported (supported: ", names_list(), ")");
 }
 
 struct RegexSplitter::Impl {
@@ -81,12 +83,14 @@ struct RegexSplitter::Impl {
   }
 };
 
-RegexSplitter::RegexSplitter(const std::vector<std::string>& patterns) : impl_(std::make_unique<Impl>()) {
+RegexSplitter::RegexSplitter(const std::vector<std::string>& patterns)
+    : impl_(std::make_unique<Impl>()) {
   for (const std::string& p : patterns) {
     int err = 0;
     PCRE2_SIZE off = 0;
-    pcre2_code* c = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
-                                  PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, nullptr);
+    pcre2_code* c =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, nullptr);
     if (c == nullptr) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
@@ -102,7 +106,9 @@ RegexSplitter::RegexSplitter() = default;
 RegexSplitter::~RegexSplitter() = default;
 RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;
 RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
-bool RegexSplitter::empty() const { return !impl_ || impl_->codes.empty(); }
+bool RegexSplitter::empty() const {
+  return !impl_ || impl_->codes.empty();
+}
 
 std::vector<std::string> RegexSplitter::split(std::string_view text) const {
   std::vector<std::string> pieces;
@@ -130,7 +136,8 @@ std::vector<std::string> RegexSplitter::split(std::string_view text) const {
         if (e == b) {
           // An empty match: step one character and keep looking (the gap keeps these bytes).
           pos = b + 1;
-          while (pos < piece.size() && (static_cast<unsigned char>(piece[pos]) & 0xC0) == 0x80) ++pos;
+          while (pos < piece.size() && (static_cast<unsigned char>(piece[pos]) & 0xC0) == 0x80)
+            ++pos;
           if (b >= piece.size()) break;
           continue;
         }

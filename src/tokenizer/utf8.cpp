@@ -65,8 +65,10 @@ std::string unicode_to_bytes(std::string_view s) {
   std::string out;
   for (std::string_view ch : utf8_chars(s)) {
     auto it = inv.find(std::string(ch));
-    if (it != inv.end()) out += it->second;
-    else out.append(ch);
+    if (it != inv.end())
+      out += it->second;
+    else
+      out.append(ch);
   }
   return out;
 }

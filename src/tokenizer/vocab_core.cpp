@@ -17,9 +17,8 @@ std::vector<Fragment> partition_specials(std::string_view text, const Vocab& v,
   if (text.empty()) return frags;  // empty input: no fragments, no tokens (not even a space prefix)
   frags.push_back({-1, std::string(text)});
   std::vector<int32_t> order = specials;
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return v.text[a].size() > v.text[b].size();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return v.text[a].size() > v.text[b].size(); });
   for (int32_t sid : order) {
     const std::string& s = v.text[sid];
     if (s.empty()) continue;
@@ -46,7 +45,8 @@ std::vector<Fragment> partition_specials(std::string_view text, const Vocab& v,
 
 std::vector<std::string> merge_symbols(
     std::vector<std::string> symbols,
-    const std::function<std::optional<double>(const std::string&, const std::string&, const std::string&)>& priority) {
+    const std::function<std::optional<double>(const std::string&, const std::string&,
+                                              const std::string&)>& priority) {
   const int n = static_cast<int>(symbols.size());
   if (n < 2) return symbols;
   std::vector<int> prev(n), next(n);

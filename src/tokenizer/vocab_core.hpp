@@ -15,11 +15,18 @@
 namespace vq::tok {
 
 /// GGUF token types (tokenizer.ggml.token_type).
-enum TokenType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
+enum TokenType : int32_t {
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6
+};
 
 struct Vocab {
-  std::vector<std::string> text;    ///< id -> piece
-  std::vector<int32_t> type;        ///< id -> TokenType (kNormal when the file has none)
+  std::vector<std::string> text;  ///< id -> piece
+  std::vector<int32_t> type;      ///< id -> TokenType (kNormal when the file has none)
   std::unordered_map<std::string, int32_t> id;  ///< piece -> id (the last id wins on duplicates)
 
   void build_index();
@@ -46,6 +53,7 @@ std::vector<Fragment> partition_specials(std::string_view text, const Vocab& v,
 /// cannot merge. Returns the final symbols.
 std::vector<std::string> merge_symbols(
     std::vector<std::string> symbols,
-    const std::function<std::optional<double>(const std::string&, const std::string&, const std::string&)>& priority);
+    const std::function<std::optional<double>(const std::string&, const std::string&,
+                                              const std::string&)>& priority);
 
 }  // namespace vq::tok

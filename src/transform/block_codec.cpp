@@ -54,12 +54,12 @@ void BlockCodec::check_block_layout(const EncodedBlock& block) const {
   const std::string& id = method();
   VQ_CHECK(block.D == head_dim_, FormatError, id, " block: D = ", block.D,
            " does not match the codec's head_dim ", head_dim_);
-  VQ_CHECK(block.H >= 1 && block.H <= (int64_t{1} << 20), FormatError, id, " block: H = ",
-           block.H, " is outside [1, 2^20]");
-  VQ_CHECK(block.S >= 0 && block.S <= (int64_t{1} << 40), FormatError, id, " block: S = ",
-           block.S, " is outside [0, 2^40]");
-  const double elems = static_cast<double>(block.H) * static_cast<double>(block.S) *
-                       static_cast<double>(block.D);
+  VQ_CHECK(block.H >= 1 && block.H <= (int64_t{1} << 20), FormatError, id, " block: H = ", block.H,
+           " is outside [1, 2^20]");
+  VQ_CHECK(block.S >= 0 && block.S <= (int64_t{1} << 40), FormatError, id, " block: S = ", block.S,
+           " is outside [0, 2^40]");
+  const double elems =
+      static_cast<double>(block.H) * static_cast<double>(block.S) * static_cast<double>(block.D);
   VQ_CHECK(elems <= static_cast<double>(std::numeric_limits<int64_t>::max() / 8), FormatError, id,
            " block: H * S * D = ", elems, " values do not fit in memory");
   if (heads_coupled()) {
@@ -77,8 +77,8 @@ void BlockCodec::check_block_layout(const EncodedBlock& block) const {
 
 std::unique_ptr<BlockCodec> make_codec(const CacheConfig& config, int64_t head_dim) {
   const MethodInfo& m = find_method(config.method());
-  VQ_CHECK(static_cast<bool>(m.make_codec), InvalidArgument, "method '", m.id,
-           "' (family ", family_name(m.family), ") has no block codec; use a transform method");
+  VQ_CHECK(static_cast<bool>(m.make_codec), InvalidArgument, "method '", m.id, "' (family ",
+           family_name(m.family), ") has no block codec; use a transform method");
   return m.make_codec(config, head_dim);
 }
 
@@ -97,8 +97,8 @@ TransformBlockCodec::TransformBlockCodec(CacheConfig config, int64_t head_dim, b
       coupled_(coupled),
       chunk_tokens_(chunk_tokens),
       factory_(std::move(factory)) {
-  VQ_CHECK(chunk_tokens_ >= 1, InvalidArgument, method(), " codec: chunk_tokens = ",
-           chunk_tokens_, " must be >= 1");
+  VQ_CHECK(chunk_tokens_ >= 1, InvalidArgument, method(), " codec: chunk_tokens = ", chunk_tokens_,
+           " must be >= 1");
 }
 
 void TransformBlockCodec::encode_rows(const float* rows, int64_t S, int64_t W,

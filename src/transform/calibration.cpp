@@ -23,7 +23,7 @@ namespace vq {
 namespace {
 
 constexpr uint8_t kMagic[8] = {0x89, 'V', 'Q', 'C', 'A', 'L', '\r', '\n'};
-constexpr uint16_t kVersion = 2;     // 2 adds model_id; version 1 files are still read
+constexpr uint16_t kVersion = 2;      // 2 adds model_id; version 1 files are still read
 constexpr size_t kFixedBytesV1 = 48;  // magic .. n_entries
 constexpr size_t kFixedBytes = 56;    // magic .. n_entries, model_id
 constexpr int64_t kMaxLayers = 4096;
@@ -74,8 +74,8 @@ void get_f64_nonneg(coding::ByteReader& in, double* out, size_t n, const char* w
   for (size_t i = 0; i < n; ++i) {
     const uint64_t bits = get_u64(p + 8 * i);
     std::memcpy(&out[i], &bits, 8);
-    VQ_CHECK(std::isfinite(out[i]) && out[i] >= 0.0, FormatError, "calibration entry ", entry,
-             ": ", what, "[", i, "] = ", out[i], " must be finite and >= 0");
+    VQ_CHECK(std::isfinite(out[i]) && out[i] >= 0.0, FormatError, "calibration entry ", entry, ": ",
+             what, "[", i, "] = ", out[i], " must be finite and >= 0");
   }
   in.skip(8 * n, what);
 }
@@ -118,8 +118,8 @@ const char* rope_mode_name(RopeMode r) {
 }
 
 const std::vector<double>& calibration_clip_grid() {
-  static const std::vector<double> g{1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4,
-                                     0.35, 0.3, 0.25, 0.2, 0.15, 0.1};
+  static const std::vector<double> g{1.0, 0.9,  0.8, 0.7,  0.6, 0.5,  0.45,
+                                     0.4, 0.35, 0.3, 0.25, 0.2, 0.15, 0.1};
   return g;
 }
 
@@ -141,17 +141,17 @@ const CalibrationEntry& Calibration::entry(int64_t layer, int64_t head, int kv) 
 }
 
 std::vector<uint8_t> Calibration::serialize() const {
-  VQ_CHECK(n_layers >= 1 && n_layers <= kMaxLayers && n_kv_heads >= 1 &&
-               n_kv_heads <= kMaxHeads && head_dim >= 1 && head_dim <= kMaxHeadDim &&
-               chunk_tokens >= 1 && chunk_tokens <= kMaxChunk && tokens >= 1 &&
-               tokens <= kMaxTokens,
+  VQ_CHECK(n_layers >= 1 && n_layers <= kMaxLayers && n_kv_heads >= 1 && n_kv_heads <= kMaxHeads &&
+               head_dim >= 1 && head_dim <= kMaxHeadDim && chunk_tokens >= 1 &&
+               chunk_tokens <= kMaxChunk && tokens >= 1 && tokens <= kMaxTokens,
            InvalidArgument, "calibration: n_layers = ", n_layers, ", n_kv_heads = ", n_kv_heads,
            ", head_dim = ", head_dim, ", chunk_tokens = ", chunk_tokens, ", tokens = ", tokens,
-           " out of range; allowed [1, ", kMaxLayers, "], [1, ", kMaxHeads, "], [1, ",
-           kMaxHeadDim, "], [1, ", kMaxChunk, "], [1, ", kMaxTokens, "]");
+           " out of range; allowed [1, ", kMaxLayers, "], [1, ", kMaxHeads, "], [1, ", kMaxHeadDim,
+           "], [1, ", kMaxChunk, "], [1, ", kMaxTokens, "]");
   const int64_t n_entries = n_layers * groups() * 2;
-  VQ_CHECK(static_cast<int64_t>(entries.size()) == n_entries, InvalidArgument, "calibration: ",
-           entries.size(), " entries, expected n_layers * groups * 2 = ", n_entries);
+  VQ_CHECK(static_cast<int64_t>(entries.size()) == n_entries, InvalidArgument,
+           "calibration: ", entries.size(),
+           " entries, expected n_layers * groups * 2 = ", n_entries);
   const uint64_t D = static_cast<uint64_t>(head_dim);
   std::vector<uint8_t> out;
   out.reserve(kFixedBytes + static_cast<size_t>(n_entries) * entry_bytes(D) + 8);
@@ -206,16 +206,16 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
   VQ_CHECK(std::memcmp(data, kMagic, 8) == 0, FormatError,
            "calibration file: bad magic (not a .vqcal file)");
   const uint16_t version = static_cast<uint16_t>(data[8] | (data[9] << 8));
-  VQ_CHECK(version == 1 || version == kVersion, FormatError, "calibration file: version ",
-           version, " is not supported (this build reads versions 1 and ", kVersion, ")");
+  VQ_CHECK(version == 1 || version == kVersion, FormatError, "calibration file: version ", version,
+           " is not supported (this build reads versions 1 and ", kVersion, ")");
   const size_t fixed = version == 1 ? kFixedBytesV1 : kFixedBytes;
   VQ_CHECK(size >= fixed + 8, FormatError, "calibration file: ", size,
            " bytes is shorter than the version ", version, " fixed header and checksum (",
            fixed + 8, " bytes; truncated)");
   const uint64_t stored = get_u64(data + size - 8);
   const uint64_t actual = vqkv::xxh64(data, size - 8);
-  VQ_CHECK(stored == actual, FormatError, "calibration file: checksum mismatch (stored ",
-           stored, ", computed ", actual, "): the file is corrupt or truncated");
+  VQ_CHECK(stored == actual, FormatError, "calibration file: checksum mismatch (stored ", stored,
+           ", computed ", actual, "): the file is corrupt or truncated");
   const uint16_t flags = static_cast<uint16_t>(data[10] | (data[11] << 8));
   VQ_CHECK((flags & ~1u) == 0, FormatError, "calibration file: flags = ", flags,
            "; only bit 0 (shared_heads) is defined");
@@ -236,8 +236,8 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
            " is outside [1, ", kMaxHeads, "]");
   VQ_CHECK(D >= 1 && D <= kMaxHeadDim, FormatError, "calibration file: head_dim = ", D,
            " is outside [1, ", kMaxHeadDim, "]");
-  VQ_CHECK(chunk >= 1 && chunk <= kMaxChunk, FormatError, "calibration file: chunk_tokens = ",
-           chunk, " is outside [1, ", kMaxChunk, "]");
+  VQ_CHECK(chunk >= 1 && chunk <= kMaxChunk, FormatError,
+           "calibration file: chunk_tokens = ", chunk, " is outside [1, ", kMaxChunk, "]");
   VQ_CHECK(tokens >= 1 && tokens <= static_cast<uint64_t>(kMaxTokens), FormatError,
            "calibration file: tokens = ", tokens, " is outside [1, ", kMaxTokens, "]");
   c.n_layers = L;
@@ -251,8 +251,8 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
   // Sizes before allocation: the limits above keep this product far below 2^64.
   const uint64_t body = n_entries * entry_bytes(D);
   VQ_CHECK(size == fixed + body + 8, FormatError, "calibration file: ", size,
-           " bytes, but the header implies ", fixed + body + 8, " (", n_entries,
-           " entries of ", entry_bytes(D), " bytes)");
+           " bytes, but the header implies ", fixed + body + 8, " (", n_entries, " entries of ",
+           entry_bytes(D), " bytes)");
   c.model_id = version == 1 ? 0 : get_u64(data + kFixedBytesV1);
   c.format_version = version;
   coding::ByteReader in(data, size - 8, fixed);
@@ -365,8 +365,8 @@ std::shared_ptr<const Calibration> load_calibration_shared(const std::string& pa
   std::error_code ec1, ec2;
   const auto size = std::filesystem::file_size(path, ec1);
   const auto mtime = std::filesystem::last_write_time(path, ec2);
-  VQ_CHECK(!ec1 && !ec2, IoError, "cannot read calibration file '", path, "': ",
-           (ec1 ? ec1 : ec2).message());
+  VQ_CHECK(!ec1 && !ec2, IoError, "cannot read calibration file '", path,
+           "': ", (ec1 ? ec1 : ec2).message());
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(path);
   if (it != cache.end() && it->second.size == size && it->second.mtime == mtime)
@@ -377,9 +377,8 @@ std::shared_ptr<const Calibration> load_calibration_shared(const std::string& pa
 }
 
 CalibrationEntry fit_calibration_entry(const float* X, int64_t n, int64_t D, int64_t chunk_tokens) {
-  VQ_CHECK(n >= 1 && D >= 1 && chunk_tokens >= 1, InvalidArgument,
-           "fit_calibration_entry: n = ", n, ", D = ", D, ", chunk_tokens = ", chunk_tokens,
-           " must all be >= 1");
+  VQ_CHECK(n >= 1 && D >= 1 && chunk_tokens >= 1, InvalidArgument, "fit_calibration_entry: n = ", n,
+           ", D = ", D, ", chunk_tokens = ", chunk_tokens, " must all be >= 1");
   CalibrationEntry e;
   const size_t d = static_cast<size_t>(D);
   Eigen::RowVectorXd mu = Eigen::RowVectorXd::Zero(D);
@@ -404,7 +403,8 @@ CalibrationEntry fit_calibration_entry(const float* X, int64_t n, int64_t D, int
     Eigen::Index arg = 0;
     v.cwiseAbs().maxCoeff(&arg);  // first largest entry made positive: deterministic sign
     if (v(arg) < 0) v = -v;
-    for (int64_t k = 0; k < D; ++k) e.basis[static_cast<size_t>(j * D + k)] = static_cast<float>(v(k));
+    for (int64_t k = 0; k < D; ++k)
+      e.basis[static_cast<size_t>(j * D + k)] = static_cast<float>(v(k));
     e.variances[static_cast<size_t>(j)] = std::max(es.eigenvalues()(D - 1 - j), 0.0);
   }
   for (size_t j = 1; j < d; ++j) e.variances[j] = std::min(e.variances[j], e.variances[j - 1]);
@@ -464,8 +464,8 @@ namespace {
 /// the view, as `full` does) and hands each update's rows, as received, to `sink`.
 class CaptureCache final : public Fp32RowsCache {
  public:
-  using Sink = std::function<void(int64_t layer, int64_t head, int kv, const float* rows,
-                                  int64_t n)>;
+  using Sink =
+      std::function<void(int64_t layer, int64_t head, int kv, const float* rows, int64_t n)>;
   CaptureCache(const CacheContext& ctx, bool pre, Sink sink)
       : Fp32RowsCache(CacheConfig::parse("full"), ctx), pre_(pre), sink_(std::move(sink)) {}
   bool wants_pre_rope_keys() const override { return pre_; }
@@ -561,8 +561,8 @@ Calibration calibrate_model(const Model& model, const std::vector<std::vector<in
               all.data(), static_cast<int64_t>(all.size()) / D, D, opt.chunk_tokens));
         } else {
           const auto& r = rows[static_cast<size_t>((l * H + g) * 2 + kv)];
-          c.entries.push_back(fit_calibration_entry(r.data(), static_cast<int64_t>(r.size()) / D,
-                                                    D, opt.chunk_tokens));
+          c.entries.push_back(fit_calibration_entry(r.data(), static_cast<int64_t>(r.size()) / D, D,
+                                                    opt.chunk_tokens));
         }
       }
   return c;

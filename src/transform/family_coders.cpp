@@ -50,8 +50,8 @@ void FixedRulePcaCoder::fit(const float* rows, int64_t n, EncodedSection& sec) {
   assert(m.kept() == r);
   variances_ = m.variances;
   bits_ = rule_(m.variances, D);
-  VQ_CHECK(static_cast<int64_t>(bits_.size()) == r, InvalidArgument,
-           "allocation rule returned ", bits_.size(), " widths for ", r, " components");
+  VQ_CHECK(static_cast<int64_t>(bits_.size()) == r, InvalidArgument, "allocation rule returned ",
+           bits_.size(), " widths for ", r, " components");
   auto& out = sec.bytes;
   const size_t start = out.size();
   int64_t k = 0;
@@ -92,8 +92,8 @@ void Fp16RowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& se
 }
 
 int64_t Fp16RowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, float* rows) {
-  const int64_t n = static_cast<int64_t>(in.varint("fp16 chunk token count",
-                                                   static_cast<uint64_t>(max_rows)));
+  const int64_t n =
+      static_cast<int64_t>(in.varint("fp16 chunk token count", static_cast<uint64_t>(max_rows)));
   VQ_CHECK(n >= 1, FormatError, "fp16 chunk: token count 0");
   const int64_t count = n * width();
   in.need(static_cast<size_t>(2 * count), "fp16 chunk values");
@@ -191,22 +191,24 @@ void GearRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& se
 
 int64_t GearRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, float* rows) {
   const int64_t W = width();
-  const int64_t n = static_cast<int64_t>(in.varint("gear chunk token count",
-                                                   static_cast<uint64_t>(max_rows)));
+  const int64_t n =
+      static_cast<int64_t>(in.varint("gear chunk token count", static_cast<uint64_t>(max_rows)));
   VQ_CHECK(n >= 1, FormatError, "gear chunk: token count 0");
   const int64_t count = n * W;
-  const int64_t m = static_cast<int64_t>(in.varint("gear outlier count", static_cast<uint64_t>(count)));
+  const int64_t m =
+      static_cast<int64_t>(in.varint("gear outlier count", static_cast<uint64_t>(count)));
   std::vector<int64_t> idx(static_cast<size_t>(m));
   int64_t pos = 0;
   for (int64_t i = 0; i < m; ++i) {
     const uint64_t delta = in.varint("gear outlier index delta", static_cast<uint64_t>(count));
     pos += static_cast<int64_t>(delta);
-    VQ_CHECK(pos < count && (i == 0 || delta > 0), FormatError, "gear outlier ", i, ": index ",
-             pos, " is repeated or outside [0, ", count, ")");
+    VQ_CHECK(pos < count && (i == 0 || delta > 0), FormatError, "gear outlier ", i, ": index ", pos,
+             " is repeated or outside [0, ", count, ")");
     idx[static_cast<size_t>(i)] = pos;
   }
   std::vector<float> vals(static_cast<size_t>(m));
-  for (int64_t i = 0; i < m; ++i) vals[static_cast<size_t>(i)] = read_fp16(in, "gear outlier value");
+  for (int64_t i = 0; i < m; ++i)
+    vals[static_cast<size_t>(i)] = read_fp16(in, "gear outlier value");
   std::vector<coding::AffineParams> params(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) {
     float mp[2];
@@ -217,8 +219,10 @@ int64_t GearRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, flo
   std::vector<uint8_t> codes(static_cast<size_t>(count));
   dec_.decode(in, codes.data(), static_cast<size_t>(count), bits_);
   for (int64_t t = 0; t < n; ++t)
-    coding::dequantize_affine(codes.data() + t * W, W, params[static_cast<size_t>(t)], rows + t * W);
-  const int64_t k = static_cast<int64_t>(in.varint("gear rank", static_cast<uint64_t>(std::min(n, W))));
+    coding::dequantize_affine(codes.data() + t * W, W, params[static_cast<size_t>(t)],
+                              rows + t * W);
+  const int64_t k =
+      static_cast<int64_t>(in.varint("gear rank", static_cast<uint64_t>(std::min(n, W))));
   if (k > 0) {
     in.need(static_cast<size_t>(2 * k * (n + W)), "gear low-rank factors");
     RowMatF A(n, k), B(k, W);
@@ -231,7 +235,8 @@ int64_t GearRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, flo
   }
   for (int64_t i = 0; i < m; ++i) rows[idx[static_cast<size_t>(i)]] = vals[static_cast<size_t>(i)];
   for (int64_t i = 0; i < count; ++i)
-    VQ_CHECK(std::isfinite(rows[i]), FormatError, "gear chunk: decoded value ", i, " is not finite");
+    VQ_CHECK(std::isfinite(rows[i]), FormatError, "gear chunk: decoded value ", i,
+             " is not finite");
   return n;
 }
 
@@ -254,7 +259,8 @@ void KiviRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& se
       for (int64_t t = 0; t < n; ++t) buf[static_cast<size_t>(t)] = rows[t * W + c];
       const coding::AffineParams p = coding::fit_affine(buf.data(), n, bits_);
       coding::quantize_affine(buf.data(), n, p, bits_, cbuf.data());
-      for (int64_t t = 0; t < n; ++t) codes_[static_cast<size_t>(t * W + c)] = cbuf[static_cast<size_t>(t)];
+      for (int64_t t = 0; t < n; ++t)
+        codes_[static_cast<size_t>(t * W + c)] = cbuf[static_cast<size_t>(t)];
       coding::put_f32(out, &p.min, 1);
       coding::put_f32(out, &p.scale, 1);
     }
@@ -277,8 +283,8 @@ void KiviRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& se
 
 int64_t KiviRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, float* rows) {
   const int64_t W = width();
-  const int64_t n = static_cast<int64_t>(in.varint("kivi chunk token count",
-                                                   static_cast<uint64_t>(max_rows)));
+  const int64_t n =
+      static_cast<int64_t>(in.varint("kivi chunk token count", static_cast<uint64_t>(max_rows)));
   VQ_CHECK(n >= 1, FormatError, "kivi chunk: token count 0");
   const int64_t per_token = (W + group_ - 1) / group_;
   const int64_t n_params = keys_ ? W : n * per_token;
@@ -295,10 +301,12 @@ int64_t KiviRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, flo
     for (int64_t c = 0; c < W; ++c) {
       const coding::AffineParams& p =
           params[static_cast<size_t>(keys_ ? c : t * per_token + c / group_)];
-      rows[t * W + c] = p.min + static_cast<float>(codes_[static_cast<size_t>(t * W + c)]) * p.scale;
+      rows[t * W + c] =
+          p.min + static_cast<float>(codes_[static_cast<size_t>(t * W + c)]) * p.scale;
     }
   for (int64_t i = 0; i < n * W; ++i)
-    VQ_CHECK(std::isfinite(rows[i]), FormatError, "kivi chunk: decoded value ", i, " is not finite");
+    VQ_CHECK(std::isfinite(rows[i]), FormatError, "kivi chunk: decoded value ", i,
+             " is not finite");
   return n;
 }
 
@@ -310,7 +318,8 @@ std::vector<int> svdq_schedule_bits(int64_t r, int64_t D, const std::vector<int>
            " groups for r = ", r, ", D = ", D, " (needs >= 1 group and r <= D)");
   const int64_t G = static_cast<int64_t>(schedule.size());
   std::vector<int> bits(static_cast<size_t>(r));
-  for (int64_t j = 0; j < r; ++j) bits[static_cast<size_t>(j)] = schedule[static_cast<size_t>(j * G / D)];
+  for (int64_t j = 0; j < r; ++j)
+    bits[static_cast<size_t>(j)] = schedule[static_cast<size_t>(j * G / D)];
   return bits;
 }
 
@@ -372,9 +381,8 @@ void set_family_factories(MethodInfo& m, KvFactoryMaker maker) {
              " codec: head_dim = ", head_dim, " is out of range; allowed [1, 65536]");
     KvCoderFactory f = maker(c, head_dim);
     const int kv = has_kind && c.get_string("kind") == "v" ? 1 : 0;
-    return std::make_unique<TransformBlockCodec>(
-        c, head_dim, false, c.get_int("chunk_tokens"),
-        [f, kv](int64_t w) { return f(w, kv); });
+    return std::make_unique<TransformBlockCodec>(c, head_dim, false, c.get_int("chunk_tokens"),
+                                                 [f, kv](int64_t w) { return f(w, kv); });
   };
 }
 

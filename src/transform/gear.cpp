@@ -17,8 +17,8 @@ MethodInfo gear_method_info() {
   m.description = "per-token low-bit quantization + low-rank residual + sparse fp16 outliers";
   m.options = transform::chunk_options();
   m.options.push_back(opt_int("bits", 2, 1, 8, "bits of the dense quantization"));
-  m.options.push_back(opt_int("rank", 4, 0, 65536,
-                              "rank of the residual approximation per chunk (0 = none)"));
+  m.options.push_back(
+      opt_int("rank", 4, 0, 65536, "rank of the residual approximation per chunk (0 = none)"));
   m.options.push_back(opt_float("outlier_ratio", "0.01", 0.0, 1.0,
                                 "fraction of each chunk's entries kept as fp16 outliers"));
   transform::set_family_factories(m, [](const CacheConfig& c, int64_t) {

@@ -13,7 +13,8 @@ void GgmlRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& se
   const size_t at = out.size();
   out.resize(at + static_cast<size_t>(n * rb));
   for (int64_t i = 0; i < n; ++i)
-    coding::ggml_quantize_row(type_, rows + i * W, W, out.data() + at + static_cast<size_t>(i * rb));
+    coding::ggml_quantize_row(type_, rows + i * W, W,
+                              out.data() + at + static_cast<size_t>(i * rb));
   sec.breakdown.params += n * blocks * 2;
   sec.breakdown.payload += n * (rb - blocks * 2);
   sec.fixed_width_payload += n * (rb - blocks * 2);

@@ -20,9 +20,9 @@ MethodInfo ggml_method_info(const char* id, coding::GgmlType type, const char* d
     return codecs::make_ggml_row_codec(type, c, s);
   };
   m.make_codec = [type](const CacheConfig& c, int64_t head_dim) -> std::unique_ptr<BlockCodec> {
-    return std::make_unique<TransformBlockCodec>(
-        c, head_dim, true, 1 << 20,
-        [type](int64_t width) { return std::make_unique<GgmlRowCoder>(type, width); });
+    return std::make_unique<TransformBlockCodec>(c, head_dim, true, 1 << 20, [type](int64_t width) {
+      return std::make_unique<GgmlRowCoder>(type, width);
+    });
   };
   return m;
 }

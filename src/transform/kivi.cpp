@@ -30,9 +30,7 @@ struct KiviSettings {
         group(c.get_int("group")),
         residual(c.get_int("residual")) {}
   /// Tokens quantized once n tokens have arrived.
-  int64_t quantized(int64_t n) const {
-    return n <= residual ? 0 : (n - residual) / group * group;
-  }
+  int64_t quantized(int64_t n) const { return n <= residual ? 0 : (n - residual) / group * group; }
 };
 
 void round_rows_fp16(const float* src, float* dst, int64_t n) {
@@ -67,7 +65,8 @@ class KiviCodec final : public BlockCodec {
       sec.head = h;
       round_rows_fp16(x + h * S * D, rows.data(), S * D);
       transform::KiviRowCoder enc(D, keys_, s_.bits, s_.group);
-      for (int64_t t = 0; t < q; t += s_.group) enc.encode_chunk(rows.data() + t * D, s_.group, sec);
+      for (int64_t t = 0; t < q; t += s_.group)
+        enc.encode_chunk(rows.data() + t * D, s_.group, sec);
       if (S > q) transform::Fp16RowCoder(D).encode_chunk(rows.data() + q * D, S - q, sec);
       blk.sections.push_back(std::move(sec));
     }
@@ -110,8 +109,9 @@ MethodInfo kivi_method_info() {
   m.id = "kivi";
   m.family = Family::Transform;
   m.make_row_codec = codecs::make_kivi_row_codec;
-  m.description = "2-bit asymmetric quantization: keys per channel, values per token, groups of "
-                  "32; the last 128 tokens at fp16";
+  m.description =
+      "2-bit asymmetric quantization: keys per channel, values per token, groups of "
+      "32; the last 128 tokens at fp16";
   m.options = {
       opt_int("bits", 2, 1, 8, "bits per quantized value"),
       opt_int("group", 32, 1, 1 << 16,

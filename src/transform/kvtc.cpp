@@ -14,7 +14,9 @@ namespace vq {
 
 namespace {
 
-bool local_basis(const CacheConfig& c) { return c.get_string("basis") == "local"; }
+bool local_basis(const CacheConfig& c) {
+  return c.get_string("basis") == "local";
+}
 
 transform::PcaSettings kvtc_settings(const CacheConfig& c, int64_t head_dim) {
   transform::PcaSettings s = transform::pca_settings(c, head_dim, transform::AllocRule::Dp, true);
@@ -80,8 +82,8 @@ MethodInfo kvtc_method_info() {
              " is supported by the kvtc cache only (a block carries no layer / head / K-V "
              "identity to pick a calibration entry); compress with basis=local");
     VQ_CHECK(c.get_int("sink_tokens") == 0 && c.get_int("recent_tokens") == 0, InvalidArgument,
-             "kvtc codec: sink_tokens = ", c.get_int("sink_tokens"), " and recent_tokens = ",
-             c.get_int("recent_tokens"),
+             "kvtc codec: sink_tokens = ", c.get_int("sink_tokens"),
+             " and recent_tokens = ", c.get_int("recent_tokens"),
              " apply to the kvtc cache only (a block codec encodes every token); leave them 0");
     const transform::PcaSettings s = kvtc_settings(c, head_dim);
     return std::make_unique<transform::TransformBlockCodec>(

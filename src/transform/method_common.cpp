@@ -38,7 +38,8 @@ PcaSettings pca_settings(const CacheConfig& c, int64_t head_dim, AllocRule rule,
                          bool from_alloc_option) {
   PcaSettings s;
   s.rule = rule;
-  if (from_alloc_option) s.rule = c.get_string("alloc") == "waterfill" ? AllocRule::Waterfill : AllocRule::Dp;
+  if (from_alloc_option)
+    s.rule = c.get_string("alloc") == "waterfill" ? AllocRule::Waterfill : AllocRule::Dp;
   const int64_t b = c.get_int("bit_budget");
   s.bit_budget = b == 0 ? 4 * head_dim : b;
   s.entropy = c.get_string("entropy") == "auto" ? coding::EntropyPolicy::Auto
@@ -51,8 +52,9 @@ PcaSettings pca_settings(const CacheConfig& c, int64_t head_dim, AllocRule rule,
   }
   // A budget no allocation can spend is a mistake (typically an example written for head_dim
   // 128 run on a small model), not a request to silently spend less.
-  VQ_CHECK(s.bit_budget <= max_bits * head_dim, InvalidArgument, c.method(), ": bit_budget = ",
-           s.bit_budget, " asks ", static_cast<double>(s.bit_budget) / static_cast<double>(head_dim),
+  VQ_CHECK(s.bit_budget <= max_bits * head_dim, InvalidArgument, c.method(),
+           ": bit_budget = ", s.bit_budget, " asks ",
+           static_cast<double>(s.bit_budget) / static_cast<double>(head_dim),
            " bits per value on head_dim ", head_dim, ", more than the widest bit choice (",
            max_bits, ") can spend; use bit_budget <= ", max_bits * head_dim,
            " (bits per token; e.g. ", 4 * head_dim, " for 4 bits per value)");

@@ -15,8 +15,8 @@ MethodInfo palu_method_info() {
   m.id = "palu";
   m.description = "low-rank PCA latents for K and V: top 25% of components at 4 bits, rest at 2";
   m.options = transform::chunk_options();
-  m.options.push_back(opt_int("rank", 0, 0, 65536,
-                              "latent components kept per head (0 = all, full rank)"));
+  m.options.push_back(
+      opt_int("rank", 0, 0, 65536, "latent components kept per head (0 = all, full rank)"));
   m.options.push_back(opt_int("hi_bits", 4, 1, 8, "bits of the top 25% of kept components"));
   m.options.push_back(opt_int("lo_bits", 2, 1, 8, "bits of the other kept components"));
   transform::set_family_factories(m, [](const CacheConfig& c, int64_t) {

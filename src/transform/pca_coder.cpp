@@ -21,10 +21,14 @@ using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::Row
 
 const char* alloc_rule_name(AllocRule r) {
   switch (r) {
-    case AllocRule::Dp: return "dp";
-    case AllocRule::Waterfill: return "waterfill";
-    case AllocRule::Uniform: return "uniform";
-    case AllocRule::Split: return "split";
+    case AllocRule::Dp:
+      return "dp";
+    case AllocRule::Waterfill:
+      return "waterfill";
+    case AllocRule::Uniform:
+      return "uniform";
+    case AllocRule::Split:
+      return "split";
   }
   return "?";
 }
@@ -49,7 +53,8 @@ PcaModel fit_pca_model(const float* X, int64_t n, int64_t D, const PcaSettings& 
            " must both be >= 1");
   PcaModel m;
   m.D = D;
-  Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> Xf(X, n, D);
+  Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> Xf(X, n,
+                                                                                             D);
   // Column sums in double, rows in order (the same additions as Eigen's colwise().sum() here),
   // walked row by row so the loads are contiguous and the D accumulators vectorize.
   Eigen::RowVectorXd mu = Eigen::RowVectorXd::Zero(D);
@@ -119,7 +124,8 @@ PcaModel PcaRowCoder::calibrated_model(const CalibrationEntry& e, const std::vec
       const size_t t = static_cast<size_t>(j * kCalibWidths + b);
       const float lo = e.range_lo[t], hi = e.range_hi[t];
       fixed_params_.push_back(coding::AffineParams{
-          lo, std::max((hi - lo) / static_cast<float>(coding::quant_levels(b)), coding::kMinScale)});
+          lo,
+          std::max((hi - lo) / static_cast<float>(coding::quant_levels(b)), coding::kMinScale)});
     }
   }
   calibrated_ = true;
@@ -157,9 +163,9 @@ void PcaRowCoder::fit(const float* rows, int64_t n, EncodedSection& sec) {
     const CalibrationEntry& e = cal.entries[static_cast<size_t>(idx)];
     std::vector<int> bits;
     if (settings_.measured_alloc) {
-      bits = coding::dp_allocate_bits_table(
-          settings_.quant_calibrated ? e.dist_range : e.dist_chunk, kCalibWidths,
-          settings_.bit_budget, settings_.bit_choices);
+      bits =
+          coding::dp_allocate_bits_table(settings_.quant_calibrated ? e.dist_range : e.dist_chunk,
+                                         kCalibWidths, settings_.bit_budget, settings_.bit_choices);
     } else {
       bits = allocate_bits(e.variances, settings_);
     }
@@ -205,12 +211,14 @@ void PcaRowCoder::read_header(coding::ByteReader& in) {
   if (format == kPcaFormatCalibrated) {
     in.need(8, "kvtc section calibration id");
     uint64_t id = 0;
-    for (int i = 0; i < 8; ++i) id |= static_cast<uint64_t>(in.u8("kvtc section calibration id")) << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      id |= static_cast<uint64_t>(in.u8("kvtc section calibration id")) << (8 * i);
     VQ_CHECK(settings_.calibration != nullptr, FormatError,
              "kvtc section: references calibration id ", id,
              " but this decoder has no calibration loaded (basis=local)");
-    VQ_CHECK(id == settings_.calibration_id, FormatError, "kvtc section: references calibration id ",
-             id, " but the loaded calibration has id ", settings_.calibration_id);
+    VQ_CHECK(id == settings_.calibration_id, FormatError,
+             "kvtc section: references calibration id ", id, " but the loaded calibration has id ",
+             settings_.calibration_id);
     const Calibration& cal = *settings_.calibration;
     VQ_CHECK(cal.head_dim == D, FormatError, "kvtc section: the calibration's head_dim ",
              cal.head_dim, " differs from ", D);
@@ -218,8 +226,8 @@ void PcaRowCoder::read_header(coding::ByteReader& in) {
     if (id_.n_heads > 0) {  // a cache stream knows which entry it must use
       const int64_t want = cal.entry_index(id_.layer, id_.head, id_.kv);
       VQ_CHECK(idx == static_cast<uint64_t>(want), FormatError, "kvtc section: calibration entry ",
-               idx, " does not belong to this stream (layer ", id_.layer, ", head ", id_.head,
-               ", ", id_.kv == 0 ? "keys" : "values", " use entry ", want, ")");
+               idx, " does not belong to this stream (layer ", id_.layer, ", head ", id_.head, ", ",
+               id_.kv == 0 ? "keys" : "values", " use entry ", want, ")");
     }
     external_entry_ = static_cast<int64_t>(idx);
     const uint8_t q = in.u8("kvtc section quant mode");
@@ -236,8 +244,8 @@ void PcaRowCoder::read_header(coding::ByteReader& in) {
     set_model(calibrated_model(cal.entries[static_cast<size_t>(idx)], bits, q == 1));
     return;
   }
-  const int64_t k = static_cast<int64_t>(in.varint("kvtc section component count",
-                                                   static_cast<uint64_t>(D)));
+  const int64_t k =
+      static_cast<int64_t>(in.varint("kvtc section component count", static_cast<uint64_t>(D)));
   PcaModel m;
   m.D = D;
   in.need(static_cast<size_t>(k), "kvtc section bit widths");
@@ -307,8 +315,8 @@ void PcaRowCoder::encode_chunk(const float* rows, int64_t n, EncodedSection& sec
 int64_t PcaRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, float* rows) {
   VQ_CHECK(fitted_, FormatError, "kvtc section: chunk before header");
   const int64_t D = width(), k = model_.kept();
-  const int64_t n = static_cast<int64_t>(in.varint("kvtc chunk token count",
-                                                   static_cast<uint64_t>(max_rows)));
+  const int64_t n =
+      static_cast<int64_t>(in.varint("kvtc chunk token count", static_cast<uint64_t>(max_rows)));
   VQ_CHECK(n >= 1, FormatError, "kvtc chunk: token count 0");
   Eigen::Map<RowMatF> out(rows, n, D);
   const Eigen::Map<const Eigen::RowVectorXf> mean(model_.mean.data(), D);

@@ -111,12 +111,12 @@ class PcaRowCoder final : public RowCoder {
   StreamId id_;
   PcaModel model_;
   bool fitted_ = false;
-  bool calibrated_ = false;         // the model comes from a calibration entry (header format 2)
-  bool fixed_ranges_ = false;       // chunks carry no params (quant=calibrated)
-  int64_t external_entry_ = -1;     // calibration entry index when calibrated_
+  bool calibrated_ = false;      // the model comes from a calibration entry (header format 2)
+  bool fixed_ranges_ = false;    // chunks carry no params (quant=calibrated)
+  int64_t external_entry_ = -1;  // calibration entry index when calibrated_
   std::vector<coding::AffineParams> fixed_params_;  // [k] when fixed_ranges_
-  std::vector<int64_t> order_;  // kept components sorted by (width, index)
-  std::vector<int64_t> slot_;   // slot_[j]: position of kept component j in order_
+  std::vector<int64_t> order_;                      // kept components sorted by (width, index)
+  std::vector<int64_t> slot_;  // slot_[j]: position of kept component j in order_
   std::vector<Group> groups_;
 
   // scratch, grown to the largest chunk seen

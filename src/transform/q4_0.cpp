@@ -6,9 +6,9 @@
 namespace vq {
 
 MethodInfo q4_0_method_info() {
-  return transform::ggml_method_info(
-      "q4_0", coding::GgmlType::Q4_0,
-      "llama.cpp q4_0 KV blocks inside each head: 32 4-bit + fp16 scale (4.5 bits/value; block=16/8 variants)");
+  return transform::ggml_method_info("q4_0", coding::GgmlType::Q4_0,
+                                     "llama.cpp q4_0 KV blocks inside each head: 32 4-bit + fp16 "
+                                     "scale (4.5 bits/value; block=16/8 variants)");
 }
 
 }  // namespace vq

@@ -6,9 +6,9 @@
 namespace vq {
 
 MethodInfo q8_0_method_info() {
-  return transform::ggml_method_info(
-      "q8_0", coding::GgmlType::Q8_0,
-      "llama.cpp q8_0 KV blocks inside each head: 32 int8 + fp16 scale (8.5 bits/value; block=16/8 variants)");
+  return transform::ggml_method_info("q8_0", coding::GgmlType::Q8_0,
+                                     "llama.cpp q8_0 KV blocks inside each head: 32 int8 + fp16 "
+                                     "scale (8.5 bits/value; block=16/8 variants)");
 }
 
 }  // namespace vq

@@ -13,8 +13,9 @@ namespace vq {
 MethodInfo spectralquant_method_info() {
   MethodInfo m;
   m.id = "spectralquant";
-  m.description = "PCA components split at round(participation ratio): signal and noise halves, "
-                  "uniform bits within each";
+  m.description =
+      "PCA components split at round(participation ratio): signal and noise halves, "
+      "uniform bits within each";
   m.options = transform::chunk_options();
   m.options.push_back(opt_int("signal_bits", 4, 1, 8, "bits of each signal component"));
   m.options.push_back(opt_int("noise_bits", 2, 0, 8,

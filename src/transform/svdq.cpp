@@ -25,8 +25,9 @@ std::vector<int> schedule_of(const CacheConfig& c) {
 MethodInfo svdq_method_info() {
   MethodInfo m;
   m.id = "svdq";
-  m.description = "keys-only SVDq: key PCA latents in 8 equal groups at (8,4,2,1,1,0,0,0) bits; "
-                  "values fp16";
+  m.description =
+      "keys-only SVDq: key PCA latents in 8 equal groups at (8,4,2,1,1,0,0,0) bits; "
+      "values fp16";
   m.options = transform::chunk_options();
   m.options.push_back(opt_int_list("schedule", "8,4,2,1,1,0,0,0", 0, 8,
                                    "bits of each equal group of key latent components, "

@@ -31,8 +31,9 @@ bool in_choices(int b, const std::vector<int>& choices) {
 }
 
 /// Minimum total distortion over every assignment with sum <= budget (exhaustive).
-double brute_force_min(const std::vector<double>& v, int64_t budget, const std::vector<int>& choices,
-                       double beta, std::vector<int>* best_alloc = nullptr) {
+double brute_force_min(const std::vector<double>& v, int64_t budget,
+                       const std::vector<int>& choices, double beta,
+                       std::vector<int>* best_alloc = nullptr) {
   const size_t n = v.size();
   std::vector<int> cur(n);
   double best = INFINITY;
@@ -86,7 +87,8 @@ TEST(CodingBitAlloc, MatchesBruteForceForSmallN) {
       for (int rep = 0; rep < 6; ++rep) {
         const auto v = random_variances(rng, n, 6.0);
         const double beta = rng.uniform(1.5, 6.0);
-        for (int64_t B = 0; B <= static_cast<int64_t>(8 * n) + 2; B += 1 + static_cast<int64_t>(n / 3)) {
+        for (int64_t B = 0; B <= static_cast<int64_t>(8 * n) + 2;
+             B += 1 + static_cast<int64_t>(n / 3)) {
           const auto bits = dp_allocate_bits(v, B, choices, beta);
           ASSERT_EQ(bits.size(), n);
           ASSERT_LE(sum(bits), B) << "budget exceeded";
@@ -147,8 +149,8 @@ TEST(CodingBitAlloc, HigherVarianceNeverGetsFewerBits) {
     const size_t n = 2 + rng.below(40);
     const auto v = random_variances(rng, n, 8.0);  // unsorted, distinct with probability 1
     const int64_t B = static_cast<int64_t>(rng.below(8 * n + 1));
-    using Alloc = std::vector<int> (*)(const std::vector<double>&, int64_t, const std::vector<int>&,
-                                       double);
+    using Alloc =
+        std::vector<int> (*)(const std::vector<double>&, int64_t, const std::vector<int>&, double);
     for (Alloc alloc : {Alloc{&dp_allocate_bits}, Alloc{&waterfill_allocate_bits}}) {
       const auto bits = alloc(v, B, kDefaultChoices, 3.5);
       for (size_t i = 0; i < n; ++i)

@@ -22,11 +22,11 @@ TEST(CodingGgml, BlockSizesAreLlamaCpps) {
 
 TEST(CodingGgml, Q8_0HandCheckedBytes) {
   float x[32] = {};
-  x[0] = 127.f;   // amax: d = 1, stored as fp16 0x3C00
-  x[1] = 2.5f;    // roundf: half away from zero -> 3
-  x[2] = -2.5f;   // -> -3
-  x[3] = 0.49f;   // -> 0
-  x[4] = -126.6f; // -> -127
+  x[0] = 127.f;    // amax: d = 1, stored as fp16 0x3C00
+  x[1] = 2.5f;     // roundf: half away from zero -> 3
+  x[2] = -2.5f;    // -> -3
+  x[3] = 0.49f;    // -> 0
+  x[4] = -126.6f;  // -> -127
   uint8_t b[34];
   ggml_quantize_row(GgmlType::Q8_0, x, 32, b);
   const std::vector<uint8_t> head(b, b + 7);
@@ -86,7 +86,8 @@ TEST(CodingGgml, RandomRowsStayWithinTheirErrorBounds) {
       ggml_dequantize_row(t, buf.data(), k, y.data());
       for (int64_t blk = 0; blk < k / 32; ++blk) {
         float amax = 0;
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(blk * 32 + j)]));
+        for (int j = 0; j < 32; ++j)
+          amax = std::max(amax, std::fabs(x[static_cast<size_t>(blk * 32 + j)]));
         // q8_0: half a step of amax/127, plus the fp16 rounding of d over 127 steps.
         // q4_0: up to one step of amax/8 (the top code is clipped from 16 to 15), plus fp16 of d.
         const double step = t == GgmlType::Q8_0 ? amax / 127.0 : amax / 8.0;

@@ -59,8 +59,10 @@ TEST(CodingHuffman, RoundTripAcrossAlphabetsSizesAndDistributions) {
         ASSERT_EQ(static_cast<int64_t>(bytes.size()), sz.total());
         ASSERT_EQ(sz.fixed_width_payload, static_cast<int64_t>((n * width + 7) / 8));
         // Never worse than fixed width with the same header.
-        ASSERT_LE(sz.total(), 1 + 1 + (n >= 128 ? 1 : 0) + (n >= 16384 ? 1 : 0) + sz.fixed_width_payload);
-        ASSERT_EQ(decode(bytes, n, width), s) << "width=" << width << " n=" << n << " dist=" << dist;
+        ASSERT_LE(sz.total(),
+                  1 + 1 + (n >= 128 ? 1 : 0) + (n >= 16384 ? 1 : 0) + sz.fixed_width_payload);
+        ASSERT_EQ(decode(bytes, n, width), s)
+            << "width=" << width << " n=" << n << " dist=" << dist;
       }
     }
   }
@@ -131,7 +133,8 @@ TEST(CodingHuffman, DocumentedBitOrderMsbFirst) {
   EXPECT_EQ(bytes[2], 3);
   EXPECT_EQ(bytes[3], 0x21);
   EXPECT_EQ(bytes[4], 0x33);
-  // 80 x "0" = 10 zero bytes, then 10 10 10 10 110 110 111 111 -> 1010 1010 1101 1011 1111 (pad 0000).
+  // 80 x "0" = 10 zero bytes, then 10 10 10 10 110 110 111 111 -> 1010 1010 1101 1011 1111 (pad
+  // 0000).
   const std::vector<uint8_t> payload(bytes.begin() + 6, bytes.end());
   EXPECT_EQ(bytes[5], payload.size());
   EXPECT_EQ(payload, (std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xAA, 0xDB, 0xF0}));
@@ -160,7 +163,8 @@ TEST(CodingHuffman, LengthsAreLimitedAndStillDecode) {
   // A stream with such a distribution round-trips.
   std::vector<uint8_t> s;
   for (size_t k = 0; k < freq.size(); ++k)
-    for (uint64_t i = 0; i < std::min<uint64_t>(freq[k], 3000); ++i) s.push_back(static_cast<uint8_t>(k));
+    for (uint64_t i = 0; i < std::min<uint64_t>(freq[k], 3000); ++i)
+      s.push_back(static_cast<uint8_t>(k));
   Rng rng(4);
   for (size_t i = s.size(); i > 1; --i) std::swap(s[i - 1], s[rng.below(i)]);
   StreamSizes sz;

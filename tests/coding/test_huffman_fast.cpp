@@ -93,7 +93,8 @@ TEST(CodingHuffmanFast, CorruptStreamsGetTheSameVerdictAsTheReference) {
         } else if (kind == 1) {  // truncate
           bad.resize(rng.below(static_cast<uint32_t>(bad.size())));
         } else {  // overwrite a payload byte near the end (padding / last codes)
-          bad[bad.size() - 1 - rng.below(std::min<uint32_t>(4, static_cast<uint32_t>(bad.size())))] =
+          bad[bad.size() - 1 -
+              rng.below(std::min<uint32_t>(4, static_cast<uint32_t>(bad.size())))] =
               static_cast<uint8_t>(rng.below(256));
         }
         const std::string f = try_decode(bad, n, width, true);

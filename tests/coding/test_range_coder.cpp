@@ -205,8 +205,8 @@ TEST(CodingRangeCoder, ModeFourWinsWhereSegmentsDifferAndOneHuffmanTableCannot) 
       for (size_t i = 0; i < seg; ++i)
         s[j * seg + i] = static_cast<uint8_t>(rng.uniform() < 0.95 ? peak : (peak + 1) % A);
     }
-    const double pooled_bound_bytes = entropy_bits(s.data(), s.size()) *
-                                      static_cast<double>(s.size()) / 8.0;
+    const double pooled_bound_bytes =
+        entropy_bits(s.data(), s.size()) * static_cast<double>(s.size()) / 8.0;
     HuffmanEncoder enc;
     std::vector<uint8_t> huff, aut;
     const StreamSizes sh = enc.encode(s.data(), s.size(), width, huff);
@@ -396,10 +396,12 @@ TEST(CodingRangeCoderPca, VqkvFileAndCacheRoundTripWithAuto) {
   const vq::Tensor x = mixed_tensor(H, S, D, 9);
   const std::vector<int64_t> shape = {H, S, D};
   vq::VqkvStats sh, sa;
-  const auto fh = vq::vqkv_compress(x.data(), shape, vq::CacheConfig::parse("kvtc:bit_budget=24,entropy=huffman"),
+  const auto fh = vq::vqkv_compress(x.data(), shape,
+                                    vq::CacheConfig::parse("kvtc:bit_budget=24,entropy=huffman"),
                                     vq::NpyDtype::Float32, &sh);
-  const auto fa = vq::vqkv_compress(x.data(), shape, vq::CacheConfig::parse("kvtc:bit_budget=24,entropy=auto"),
-                                    vq::NpyDtype::Float32, &sa);
+  const auto fa =
+      vq::vqkv_compress(x.data(), shape, vq::CacheConfig::parse("kvtc:bit_budget=24,entropy=auto"),
+                        vq::NpyDtype::Float32, &sa);
   EXPECT_EQ(fa, vq::vqkv_compress(x.data(), shape,
                                   vq::CacheConfig::parse("kvtc:bit_budget=24,entropy=auto")));
   EXPECT_LE(sa.section_bytes, sh.section_bytes);

@@ -22,7 +22,8 @@ vq::CacheConfig small_config(const vq::MethodInfo& m) {
   if (has("window")) c.set("window", "4");
   if (has("kernel")) c.set("kernel", "3");
   if (has("budget")) c.set("budget", std::to_string(kBudget));
-  if (has("block") && kD % 32 != 0) c.set("block", kD % 16 == 0 ? "16" : "8");  // VeloxQuant variant
+  if (has("block") && kD % 32 != 0)
+    c.set("block", kD % 16 == 0 ? "16" : "8");  // VeloxQuant variant
   return c;
 }
 
@@ -189,9 +190,9 @@ TEST_P(MethodGeneric, RejectsBadInput) {
                vq::InvalidArgument);
   EXPECT_EQ(cache->offset(), 0) << "a rejected update must not change the cache";
   cache->update(K, K);
-  EXPECT_THROW(cache->update(vqtest::random_tensor(1, 3, 1, kD, 4),
-                             vqtest::random_tensor(1, 3, 1, kD, 5)),
-               vq::InvalidArgument);  // H changed
+  EXPECT_THROW(
+      cache->update(vqtest::random_tensor(1, 3, 1, kD, 4), vqtest::random_tensor(1, 3, 1, kD, 5)),
+      vq::InvalidArgument);  // H changed
 }
 
 TEST_P(MethodGeneric, AcceptsTrueQueries) {

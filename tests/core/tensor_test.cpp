@@ -72,7 +72,9 @@ TEST(Tensor, CheckFiniteNamesTheElement) {
   }
 }
 
-TEST(Tensor, RejectsNegativeDims) { EXPECT_THROW(vq::Tensor(1, -1, 2, 3), vq::InvalidArgument); }
+TEST(Tensor, RejectsNegativeDims) {
+  EXPECT_THROW(vq::Tensor(1, -1, 2, 3), vq::InvalidArgument);
+}
 
 TEST(Tensor, SliceTokens) {
   vq::Tensor t(1, 2, 5, 2);

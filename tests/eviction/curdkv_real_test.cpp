@@ -24,7 +24,8 @@ namespace {
 class RecordingCache final : public vq::Fp32RowsCache {
  public:
   RecordingCache(int64_t D, int64_t layer, int64_t n_layers)
-      : Fp32RowsCache(vq::CacheConfig::parse("full"), vq::CacheContext{D, layer, n_layers, 0, {}}) {}
+      : Fp32RowsCache(vq::CacheConfig::parse("full"), vq::CacheContext{D, layer, n_layers, 0, {}}) {
+  }
 
   struct Step {
     vq::Tensor k, v, q;
@@ -98,10 +99,10 @@ struct Agreement {
 Agreement compare(const RealStream& rs, const std::string& common, const std::string& solver) {
   Agreement a;
   for (int64_t l = 0; l < rs.n_layers; ++l) {
-    auto test = vq::make_cache(vq::CacheConfig::parse(common + ",solver=" + solver), rs.head_dim,
-                               l, rs.n_layers);
-    auto ref = vq::make_cache(vq::CacheConfig::parse(common + ",solver=reference"), rs.head_dim,
-                              l, rs.n_layers);
+    auto test = vq::make_cache(vq::CacheConfig::parse(common + ",solver=" + solver), rs.head_dim, l,
+                               rs.n_layers);
+    auto ref = vq::make_cache(vq::CacheConfig::parse(common + ",solver=reference"), rs.head_dim, l,
+                              rs.n_layers);
     for (const auto& st : rs.layers[static_cast<size_t>(l)]) {
       test->update(st.k, st.v, &st.q);
       ref->update(st.k, st.v, &st.q);
@@ -114,10 +115,11 @@ Agreement compare(const RealStream& rs, const std::string& common, const std::st
             !std::equal(se.kv.positions(), se.kv.positions() + se.n, sr.kv.positions()))
           continue;  // compare scores only slot for slot
         double top = 0, gap = 0;
-        for (int64_t i = 0; i < sr.n; ++i) top = std::max(top, std::fabs(sr.score[static_cast<size_t>(i)]));
         for (int64_t i = 0; i < sr.n; ++i)
-          gap = std::max(gap, std::fabs(se.score[static_cast<size_t>(i)] -
-                                        sr.score[static_cast<size_t>(i)]));
+          top = std::max(top, std::fabs(sr.score[static_cast<size_t>(i)]));
+        for (int64_t i = 0; i < sr.n; ++i)
+          gap = std::max(
+              gap, std::fabs(se.score[static_cast<size_t>(i)] - sr.score[static_cast<size_t>(i)]));
         if (top > 0) a.worst_score_gap = std::max(a.worst_score_gap, gap / top);
       }
     }
@@ -170,9 +172,9 @@ TEST(CurdkvReal, FastSolverTracksTheReferenceWhenTheRankCapTruncates) {
   // resolve differently. What it must keep: nearly the same final token sets (>= 95% of slots).
   const Agreement a = compare(*rs, "curdkv:budget=48,n_sink=4,rank_cap=4", "fast");
   const double overlap = static_cast<double>(a.final_common) / static_cast<double>(a.final_slots);
-  std::printf(
-      "[ curdkv real ] fast, rank_cap 4: %lld/%lld steps identical, final overlap %.4f\n",
-      static_cast<long long>(a.steps_identical), static_cast<long long>(a.steps_compared), overlap);
+  std::printf("[ curdkv real ] fast, rank_cap 4: %lld/%lld steps identical, final overlap %.4f\n",
+              static_cast<long long>(a.steps_identical), static_cast<long long>(a.steps_compared),
+              overlap);
   EXPECT_GE(overlap, 0.95);
 }
 

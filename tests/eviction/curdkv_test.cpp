@@ -41,7 +41,8 @@ TEST(CurdkvLeverage, ClosedFormWhenEveryDirectionIsKept) {
     for (double w : W) total += w * w;
     for (int64_t i = 0; i < n; ++i) {
       double row = 0;
-      for (int64_t d = 0; d < D; ++d) row += W[static_cast<size_t>(i * D + d)] * W[static_cast<size_t>(i * D + d)];
+      for (int64_t d = 0; d < D; ++d)
+        row += W[static_cast<size_t>(i * D + d)] * W[static_cast<size_t>(i * D + d)];
       EXPECT_NEAR(ref[static_cast<size_t>(i)], row / total, 1e-12);
       EXPECT_NEAR(fast[static_cast<size_t>(i)], row / total, 1e-12);
       sum += ref[static_cast<size_t>(i)];
@@ -145,7 +146,8 @@ TEST(Curdkv, PrefillAndDecodeGoThroughTheSameLoop) {
   for (int64_t bh = 0; bh < 4; ++bh) {
     const auto& sa = as_eviction(*one_call).head_state(bh / 2, bh % 2);
     const auto& sb = as_eviction(*stepwise).head_state(bh / 2, bh % 2);
-    for (int64_t i = 0; i < sa.n; ++i) EXPECT_EQ(sa.score[static_cast<size_t>(i)], sb.score[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < sa.n; ++i)
+      EXPECT_EQ(sa.score[static_cast<size_t>(i)], sb.score[static_cast<size_t>(i)]);
   }
 }
 
@@ -182,10 +184,12 @@ TEST(Curdkv, PlantedGeometryKeepsValueRelevantTokens) {
         const std::string b = std::to_string(budget);
         auto kept = vq::bench::stream_and_keep("curdkv:budget=" + b + ",n_sink=0", data);
         majority += 2 * count_c1(kept) > static_cast<int>(kept.size());
-        auto kept_mean = vq::bench::stream_and_keep("curdkv:budget=" + b + ",n_sink=0,score=mean", data);
+        auto kept_mean =
+            vq::bench::stream_and_keep("curdkv:budget=" + b + ",n_sink=0,score=mean", data);
         all_class1_mean += count_c1(kept_mean) == static_cast<int>(kept_mean.size());
         auto kept_h2o = vq::bench::stream_and_keep("h2o:budget=" + b + ",n_sink=0", data);
-        h2o_class2 += 1.0 - static_cast<double>(count_c1(kept_h2o)) / static_cast<double>(kept_h2o.size());
+        h2o_class2 +=
+            1.0 - static_cast<double>(count_c1(kept_h2o)) / static_cast<double>(kept_h2o.size());
       }
       SCOPED_TRACE("seq_len " + std::to_string(seq_len) + " budget " + std::to_string(budget));
       EXPECT_GE(majority, 7);
@@ -221,7 +225,8 @@ TEST(Curdkv, FastAndReferenceMakeTheSameDecisions) {
   for (const std::string geo : {"planted_value_divergence", "correlated"}) {
     for (uint64_t seed = 0; seed < 5; ++seed) {
       auto data = vq::bench::make_two_class(geo, 80, 24, seed);
-      const auto ref = vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=reference", data);
+      const auto ref =
+          vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=reference", data);
       EXPECT_EQ(vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=fast", data), ref);
       EXPECT_EQ(vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=exact", data), ref);
     }
@@ -277,7 +282,7 @@ TEST(Curdkv, FastSolverTracksTheOracleWhenTheRankCapTruncates) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t d = 0; d < D; ++d)
         W(i, d) = step == 0 ? rng.normal() / (1.0 + 0.3 * static_cast<double>(d))
-                           : W(i, d) * (1.0 + 0.01 * rng.normal());
+                            : W(i, d) * (1.0 + 0.01 * rng.normal());
     tracker.stored(W, n, r, got.data());
     vq::eviction::leverage_reference(W.data(), n, D, r, want.data());
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));

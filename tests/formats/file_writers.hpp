@@ -71,7 +71,8 @@ class GgufWriter {
               uint64_t offset = UINT64_MAX) {
     tensors_.push_back({name, type, std::move(dims), std::move(data), offset});
   }
-  void tensor_f32(const std::string& name, std::vector<uint64_t> dims, const std::vector<float>& v) {
+  void tensor_f32(const std::string& name, std::vector<uint64_t> dims,
+                  const std::vector<float>& v) {
     Bytes d(v.size() * 4);
     if (!d.empty()) std::memcpy(d.data(), v.data(), d.size());
     tensor(name, 0, std::move(dims), std::move(d));
@@ -118,8 +119,10 @@ class GgufWriter {
     data_start = s.b.size();
     for (size_t i = 0; i < tensors_.size(); ++i) {
       const auto& t = tensors_[i];
-      if (data_start + offs[i] + t.data.size() > s.b.size()) s.b.resize(data_start + offs[i] + t.data.size(), 0);
-      if (!t.data.empty()) std::memcpy(s.b.data() + data_start + offs[i], t.data.data(), t.data.size());
+      if (data_start + offs[i] + t.data.size() > s.b.size())
+        s.b.resize(data_start + offs[i] + t.data.size(), 0);
+      if (!t.data.empty())
+        std::memcpy(s.b.data() + data_start + offs[i], t.data.data(), t.data.size());
     }
     return s.b;
   }
@@ -147,7 +150,8 @@ class SafetensorsWriter {
  public:
   nlohmann::json header = nlohmann::json::object();
   Bytes data;
-  void add(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, const Bytes& bytes) {
+  void add(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+           const Bytes& bytes) {
     const uint64_t b = data.size();
     data.insert(data.end(), bytes.begin(), bytes.end());
     header[name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {b, data.size()}}};

@@ -21,7 +21,9 @@ namespace {
 using vqtest::Bytes;
 using vqtest::GgufWriter;
 
-vq::GgufFile parse(const Bytes& b) { return vq::GgufFile::parse(vq::MappedFile::from_bytes(b.data(), b.size(), "test.gguf")); }
+vq::GgufFile parse(const Bytes& b) {
+  return vq::GgufFile::parse(vq::MappedFile::from_bytes(b.data(), b.size(), "test.gguf"));
+}
 
 std::string refusal(const Bytes& b) {
   try {
@@ -39,7 +41,9 @@ struct Lcg {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<uint32_t>(s >> 33);
   }
-  int range(int lo, int hi) { return lo + static_cast<int>(next() % static_cast<uint32_t>(hi - lo + 1)); }
+  int range(int lo, int hi) {
+    return lo + static_cast<int>(next() % static_cast<uint32_t>(hi - lo + 1));
+  }
 };
 
 void put16(Bytes& b, size_t at, uint16_t v) {
@@ -76,7 +80,10 @@ Quantized make_quantized(vq::GgmlType t, int blocks, uint64_t seed) {
         q.bytes.insert(q.bytes.end(), b.begin(), b.end());
         break;
       }
-      case vq::GgmlType::Q4_0: case vq::GgmlType::Q4_1: case vq::GgmlType::Q5_0: case vq::GgmlType::Q5_1: {
+      case vq::GgmlType::Q4_0:
+      case vq::GgmlType::Q4_1:
+      case vq::GgmlType::Q5_0:
+      case vq::GgmlType::Q5_1: {
         const bool has_min = t == vq::GgmlType::Q4_1 || t == vq::GgmlType::Q5_1;
         const bool five = t == vq::GgmlType::Q5_0 || t == vq::GgmlType::Q5_1;
         const uint16_t d = half(-0.1, 0.1), m = half(-1, 1);
@@ -94,16 +101,20 @@ Quantized make_quantized(vq::GgmlType t, int blocks, uint64_t seed) {
           for (int j = 0; j < 32; ++j) hi |= static_cast<uint32_t>(code[j] >> 4) << j;
           for (int k = 0; k < 4; ++k) b.push_back(static_cast<uint8_t>(hi >> (8 * k)));
         }
-        for (int j = 0; j < 16; ++j) b.push_back(static_cast<uint8_t>((code[j] & 15) | ((code[j + 16] & 15) << 4)));
+        for (int j = 0; j < 16; ++j)
+          b.push_back(static_cast<uint8_t>((code[j] & 15) | ((code[j + 16] & 15) << 4)));
         const double dd = vq::fp16_to_fp32(d), mm = vq::fp16_to_fp32(m);
         for (int j = 0; j < 32; ++j) {
-          if (has_min) q.expect.push_back(dd * code[j] + mm);
-          else q.expect.push_back(dd * (code[j] - (five ? 16 : 8)));
+          if (has_min)
+            q.expect.push_back(dd * code[j] + mm);
+          else
+            q.expect.push_back(dd * (code[j] - (five ? 16 : 8)));
         }
         q.bytes.insert(q.bytes.end(), b.begin(), b.end());
         break;
       }
-      case vq::GgmlType::Q4_K: case vq::GgmlType::Q5_K: {
+      case vq::GgmlType::Q4_K:
+      case vq::GgmlType::Q5_K: {
         const bool five = t == vq::GgmlType::Q5_K;
         const uint16_t d = half(0.001, 0.02), dmin = half(0.001, 0.02);
         int sc[8], mn[8], code[256];
@@ -123,15 +134,18 @@ Quantized make_quantized(vq::GgmlType t, int blocks, uint64_t seed) {
         if (five) {
           for (int l = 0; l < 32; ++l) {
             uint8_t h = 0;
-            for (int s = 0; s < 8; ++s) h |= static_cast<uint8_t>(((code[32 * s + l] >> 4) & 1) << s);
+            for (int s = 0; s < 8; ++s)
+              h |= static_cast<uint8_t>(((code[32 * s + l] >> 4) & 1) << s);
             b.push_back(h);
           }
         }
         for (int c = 0; c < 4; ++c)
           for (int l = 0; l < 32; ++l)
-            b.push_back(static_cast<uint8_t>((code[64 * c + l] & 15) | ((code[64 * c + 32 + l] & 15) << 4)));
+            b.push_back(static_cast<uint8_t>((code[64 * c + l] & 15) |
+                                             ((code[64 * c + 32 + l] & 15) << 4)));
         const double dd = vq::fp16_to_fp32(d), dm = vq::fp16_to_fp32(dmin);
-        for (int i = 0; i < 256; ++i) q.expect.push_back(dd * sc[i / 32] * code[i] - dm * mn[i / 32]);
+        for (int i = 0; i < 256; ++i)
+          q.expect.push_back(dd * sc[i / 32] * code[i] - dm * mn[i / 32]);
         q.bytes.insert(q.bytes.end(), b.begin(), b.end());
         break;
       }
@@ -145,10 +159,13 @@ Quantized make_quantized(vq::GgmlType t, int blocks, uint64_t seed) {
         for (int h = 0; h < 2; ++h) {
           const int o = 128 * h;
           for (int l = 0; l < 32; ++l) {
-            b[64 * h + l] = static_cast<uint8_t>((code[o + l] & 15) | ((code[o + 64 + l] & 15) << 4));
-            b[64 * h + 32 + l] = static_cast<uint8_t>((code[o + 32 + l] & 15) | ((code[o + 96 + l] & 15) << 4));
-            b[128 + 32 * h + l] = static_cast<uint8_t>((code[o + l] >> 4) | ((code[o + 32 + l] >> 4) << 2) |
-                                                       ((code[o + 64 + l] >> 4) << 4) | ((code[o + 96 + l] >> 4) << 6));
+            b[64 * h + l] =
+                static_cast<uint8_t>((code[o + l] & 15) | ((code[o + 64 + l] & 15) << 4));
+            b[64 * h + 32 + l] =
+                static_cast<uint8_t>((code[o + 32 + l] & 15) | ((code[o + 96 + l] & 15) << 4));
+            b[128 + 32 * h + l] = static_cast<uint8_t>(
+                (code[o + l] >> 4) | ((code[o + 32 + l] >> 4) << 2) |
+                ((code[o + 64 + l] >> 4) << 4) | ((code[o + 96 + l] >> 4) << 6));
           }
         }
         for (int g = 0; g < 16; ++g) b[192 + g] = static_cast<uint8_t>(scales[g]);
@@ -158,9 +175,11 @@ Quantized make_quantized(vq::GgmlType t, int blocks, uint64_t seed) {
         q.bytes.insert(q.bytes.end(), b.begin(), b.end());
         break;
       }
-      case vq::GgmlType::F16: case vq::GgmlType::BF16: {
+      case vq::GgmlType::F16:
+      case vq::GgmlType::BF16: {
         for (int j = 0; j < 32; ++j) {
-          const float f = static_cast<float>(r.range(-255, 255)) / 16.0f;  // 8 significant bits: exact in both
+          const float f =
+              static_cast<float>(r.range(-255, 255)) / 16.0f;  // 8 significant bits: exact in both
           uint16_t h;
           if (t == vq::GgmlType::F16) {
             h = vq::fp32_to_fp16(f);
@@ -199,7 +218,8 @@ TEST(Gguf, DequantizeEveryTypeMatchesTheFormatFormulas) {
     int bad = 0;
     for (int64_t i = 0; i < n; ++i)
       if (std::fabs(got[i] - q.expect[i]) > 1e-6 * std::fabs(q.expect[i]) + 1e-9 && bad++ < 3)
-        ADD_FAILURE() << vq::ggml_type_name(q.type) << " value " << i << ": got " << got[i] << " want " << q.expect[i];
+        ADD_FAILURE() << vq::ggml_type_name(q.type) << " value " << i << ": got " << got[i]
+                      << " want " << q.expect[i];
     EXPECT_EQ(bad, 0) << vq::ggml_type_name(q.type);
   }
 }
@@ -280,7 +300,8 @@ TEST(Gguf, ReadsMetadataOfEveryTypeAndTensors) {
     EXPECT_EQ(g.get("t.i64").as_int("t.i64"), -(1ll << 40));
     EXPECT_EQ(g.get("t.f64").as_float("t.f64"), 0.25);
     EXPECT_EQ(g.get("t.farr").as_float_array("t.farr"), (std::vector<float>{1, 2, 3}));
-    EXPECT_EQ(g.get("t.sarr").as_string_array("t.sarr"), (std::vector<std::string>{"a", "", "ccc"}));
+    EXPECT_EQ(g.get("t.sarr").as_string_array("t.sarr"),
+              (std::vector<std::string>{"a", "", "ccc"}));
     const vq::GgufValue& nested = g.get("t.nested");
     ASSERT_EQ(nested.arr.size(), 2u);
     EXPECT_EQ(nested.arr[1].as_int_array("x"), (std::vector<int64_t>{1, 11}));
@@ -294,12 +315,14 @@ TEST(Gguf, ReadsMetadataOfEveryTypeAndTensors) {
     int k = 0;
     for (vq::GgmlType t : kQuantTypes) {
       const Quantized q = make_quantized(t, 2, 100 + k++);
-      const vq::GgufTensorInfo& ti = g.tensor(std::string("q.") + vq::ggml_type_name(static_cast<uint32_t>(t)));
+      const vq::GgufTensorInfo& ti =
+          g.tensor(std::string("q.") + vq::ggml_type_name(static_cast<uint32_t>(t)));
       EXPECT_EQ(ti.type, t);
       EXPECT_EQ((g.data_offset() + ti.offset) % g.alignment(), 0u);
       const std::vector<float> v = g.dequantize(ti);
       ASSERT_EQ(v.size(), q.expect.size());
-      for (size_t i = 0; i < v.size(); ++i) ASSERT_NEAR(v[i], q.expect[i], 1e-6 * std::fabs(q.expect[i]) + 1e-9);
+      for (size_t i = 0; i < v.size(); ++i)
+        ASSERT_NEAR(v[i], q.expect[i], 1e-6 * std::fabs(q.expect[i]) + 1e-9);
       // Row access: the second row alone.
       std::vector<float> row(static_cast<size_t>(ti.dims[0]));
       g.dequantize_rows(ti, 1, 1, row.data());
@@ -335,11 +358,14 @@ TEST(Gguf, EveryTruncationIsRefusedCleanly) {
     const std::string msg = refusal(p);
     ASSERT_NE(msg, "<accepted>") << "prefix of " << cut << " bytes accepted";
   }
-  EXPECT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(w.end_header))).find("metadata count"),
+  EXPECT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(w.end_header)))
+                .find("metadata count"),
             std::string::npos);
-  EXPECT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(w.end_kv))).find("tensor #0 name"),
+  EXPECT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(w.end_kv)))
+                .find("tensor #0 name"),
             std::string::npos);
-  EXPECT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(w.end_infos))).find("past the end"),
+  EXPECT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(w.end_infos)))
+                .find("past the end"),
             std::string::npos);
   EXPECT_NE(refusal(Bytes(b.begin(), b.end() - 1)).find("lie outside"), std::string::npos);
 }
@@ -353,8 +379,10 @@ TEST(Gguf, HostileHeadersAreRefusedNamingTheField) {
   };
   Bytes notgguf = {'G', 'G', 'M', 'L', 0, 0, 0, 0};
   EXPECT_NE(refusal(notgguf).find("not a GGUF file"), std::string::npos);
-  EXPECT_NE(with([](GgufWriter& w) { w.version = 1; }).find("GGUF version 1 is not supported"), std::string::npos);
-  EXPECT_NE(with([](GgufWriter& w) { w.version = 0x03000000u; }).find("big-endian"), std::string::npos);
+  EXPECT_NE(with([](GgufWriter& w) { w.version = 1; }).find("GGUF version 1 is not supported"),
+            std::string::npos);
+  EXPECT_NE(with([](GgufWriter& w) { w.version = 0x03000000u; }).find("big-endian"),
+            std::string::npos);
   // Unknown and known-but-unsupported tensor types are named, with the supported list.
   {
     GgufWriter w;
@@ -409,7 +437,8 @@ TEST(Gguf, HostileHeadersAreRefusedNamingTheField) {
   {
     GgufWriter w;
     w.tensor("a", 8, {16}, Bytes(34));
-    EXPECT_NE(refusal(w.build()).find("not a multiple of the Q8_0 block size 32"), std::string::npos);
+    EXPECT_NE(refusal(w.build()).find("not a multiple of the Q8_0 block size 32"),
+              std::string::npos);
   }
   // Counts larger than the file, lengths larger than the file, bad value types, duplicates.
   {
@@ -435,7 +464,8 @@ TEST(Gguf, HostileHeadersAreRefusedNamingTheField) {
     s.put<uint32_t>(8);
     s.put<uint64_t>(1ull << 40);  // array count far past the end
     w.kv_raw("arr", 9, s.b);
-    EXPECT_NE(refusal(w.build()).find("metadata arr: array of 1099511627776 string"), std::string::npos);
+    EXPECT_NE(refusal(w.build()).find("metadata arr: array of 1099511627776 string"),
+              std::string::npos);
   }
   {
     GgufWriter w;
@@ -510,7 +540,8 @@ TEST(Gguf, OpenNamesThePathAndMissingFiles) {
 void check_gguf_against_bin(const std::string& gname, const std::string& bname) {
   const std::string gpath = vq::locate_model_file(gname);
   const std::string bpath = vq::locate_model_file(bname);
-  if (gpath.empty() || bpath.empty()) GTEST_SKIP() << gname << " / " << bname << " not found in ../shared/models";
+  if (gpath.empty() || bpath.empty())
+    GTEST_SKIP() << gname << " / " << bname << " not found in ../shared/models";
   const vq::GgufFile g = vq::GgufFile::open(gpath);
   const vq::Model m = vq::Model::load(bpath);
   const vq::ModelConfig& c = m.config();
@@ -540,7 +571,8 @@ void check_gguf_against_bin(const std::string& gname, const std::string& bname) 
   auto check = [&](const std::string& name, const float* w, int64_t rows, int64_t cols) {
     const vq::GgufTensorInfo& t = g.tensor(name);
     EXPECT_EQ(t.type, vq::GgmlType::F32) << name;
-    const std::vector<int64_t> want = rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
+    const std::vector<int64_t> want =
+        rows == 1 ? std::vector<int64_t>{cols} : std::vector<int64_t>{cols, rows};
     EXPECT_EQ(t.dims, want) << name;
     EXPECT_TRUE(same(g.dequantize(t), w, rows * cols)) << name << " differs from the .bin";
   };
@@ -557,23 +589,29 @@ void check_gguf_against_bin(const std::string& gname, const std::string& bname) 
     check(p + "ffn_gate.weight", w.w1, c.hidden_dim, c.dim);
     check(p + "ffn_down.weight", w.w2, c.dim, c.hidden_dim);
     check(p + "ffn_up.weight", w.w3, c.hidden_dim, c.dim);
-    for (auto [name, wt, rows, heads] : {std::tuple{"attn_q.weight", w.wq, c.dim, c.n_heads},
-                                         std::tuple{"attn_k.weight", w.wk, c.kv_dim(), c.n_kv_heads}}) {
+    for (auto [name, wt, rows, heads] :
+         {std::tuple{"attn_q.weight", w.wq, c.dim, c.n_heads},
+          std::tuple{"attn_k.weight", w.wk, c.kv_dim(), c.n_kv_heads}}) {
       const std::vector<float> gq = g.dequantize(g.tensor(p + name));
-      if (same(gq, wt, rows * c.dim)) ++direct_qk;
-      else if (same(gq, permuted(wt, rows, heads).data(), rows * c.dim)) ++permuted_qk;
-      else ADD_FAILURE() << p << name << " matches neither the .bin rows nor their permutation";
+      if (same(gq, wt, rows * c.dim))
+        ++direct_qk;
+      else if (same(gq, permuted(wt, rows, heads).data(), rows * c.dim))
+        ++permuted_qk;
+      else
+        ADD_FAILURE() << p << name << " matches neither the .bin rows nor their permutation";
     }
   }
-  std::printf("[%s] q/k tensors equal to the .bin as stored: %d, after permutation: %d\n", gname.c_str(),
-              direct_qk, permuted_qk);
+  std::printf("[%s] q/k tensors equal to the .bin as stored: %d, after permutation: %d\n",
+              gname.c_str(), direct_qk, permuted_qk);
   // What the file actually holds: llama.cpp's converter permutes the HF export back, so the GGUF
   // keeps llama2.c's adjacent-pair layout.
   EXPECT_EQ(direct_qk, 2 * c.n_layers);
   EXPECT_EQ(g.find_tensor("output.weight") == nullptr, c.shared_classifier);
 }
 
-TEST(Gguf, Stories260KMatchesTheLlama2cCheckpoint) { check_gguf_against_bin("stories260K.gguf", "stories260K.bin"); }
+TEST(Gguf, Stories260KMatchesTheLlama2cCheckpoint) {
+  check_gguf_against_bin("stories260K.gguf", "stories260K.bin");
+}
 TEST(Gguf, BabyllamaCharMatchesTheLlama2cCheckpoint) {
   check_gguf_against_bin("babyllama-char.gguf", "babyllama-char.bin");
 }
@@ -604,8 +642,8 @@ TEST(Gguf, PythonWrittenSeedsParse) {
   EXPECT_EQ(spm->encode("ab", true), (std::vector<int32_t>{1, 7}));
   const auto bpe = vq::tokenizer_from_gguf(vq::GgufFile::open(dir + "vocab_gpt2"));
   EXPECT_EQ(bpe->encode("ab a", false), (std::vector<int32_t>{2, 4}));
-  const vq::SafetensorsFile s =
-      vq::SafetensorsFile::open(std::string(VQ_SOURCE_DIR) + "/fuzz/corpus/safetensors/three_dtypes");
+  const vq::SafetensorsFile s = vq::SafetensorsFile::open(std::string(VQ_SOURCE_DIR) +
+                                                          "/fuzz/corpus/safetensors/three_dtypes");
   EXPECT_EQ(s.to_float(*s.find_tensor("b")), (std::vector<float>{1, -2, 0.5f}));
   EXPECT_EQ(s.to_float(*s.find_tensor("c")), (std::vector<float>{1, -2}));
 }

@@ -46,7 +46,9 @@ TEST(ModelWeights, UnsupportedArchitectureIsRefusedByName) {
     vq::ModelWeights::open(g);
     ADD_FAILURE() << "accepted";
   } catch (const vq::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("architecture 'gpt2' is not supported (supported: llama, qwen2"), std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("architecture 'gpt2' is not supported (supported: llama, qwen2"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -98,7 +100,8 @@ vqtest::SafetensorsWriter hf_weights(bool bias, int64_t q_rows = 8) {
   return w;
 }
 
-const char* kConfig = R"({"model_type":"%s","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,
+const char* kConfig =
+    R"({"model_type":"%s","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":2,
   "num_key_value_heads":1,"intermediate_size":12,"vocab_size":5,"max_position_embeddings":16,
   "tie_word_embeddings":true,"rope_theta":500000.0})";
 
@@ -128,7 +131,8 @@ TEST(ModelWeights, HuggingFaceDirectoryMapsNamesAndChecksShapes) {
     vq::ModelWeights::open(d.p.string());
     ADD_FAILURE() << "accepted";
   } catch (const vq::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor blk.0.attn_q.bias is missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor blk.0.attn_q.bias is missing"), std::string::npos)
+        << e.what();
   }
   d.write("model.safetensors", hf_weights(true).build());
   EXPECT_TRUE(vq::ModelWeights::open(d.p.string()).config().qkv_bias);
@@ -140,7 +144,9 @@ TEST(ModelWeights, HuggingFaceDirectoryMapsNamesAndChecksShapes) {
     vq::ModelWeights::open(d.p.string());
     ADD_FAILURE() << "accepted";
   } catch (const vq::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor blk.0.attn_q.weight (model.layers.0.self_attn.q_proj.weight) has shape [6, 8], expected [8, 8]"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "tensor blk.0.attn_q.weight (model.layers.0.self_attn.q_proj.weight) has shape "
+                  "[6, 8], expected [8, 8]"),
               std::string::npos)
         << e.what();
   }

@@ -17,7 +17,8 @@ using vqtest::SafetensorsWriter;
 namespace fs = std::filesystem;
 
 vq::SafetensorsFile parse(const Bytes& b) {
-  return vq::SafetensorsFile::parse(vq::MappedFile::from_bytes(b.data(), b.size(), "t.safetensors"));
+  return vq::SafetensorsFile::parse(
+      vq::MappedFile::from_bytes(b.data(), b.size(), "t.safetensors"));
 }
 std::string refusal(const Bytes& b) {
   try {
@@ -70,7 +71,8 @@ TEST(Safetensors, ReadsF32F16Bf16AndMetadata) {
 TEST(Safetensors, EveryTruncationIsRefused) {
   const Bytes b = sample().build();
   for (size_t cut = 0; cut < b.size(); ++cut)
-    ASSERT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(cut))), "<accepted>") << cut;
+    ASSERT_NE(refusal(Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(cut))), "<accepted>")
+        << cut;
 }
 
 TEST(Safetensors, HostileHeadersAreRefusedNamingTheTensor) {
@@ -89,24 +91,43 @@ TEST(Safetensors, HostileHeadersAreRefusedNamingTheTensor) {
     fn(w.header);
     return refusal(w.build());
   };
-  EXPECT_NE(edited([](auto& h) { h["a"]["dtype"] = "I64"; }).find("tensor a: dtype I64 is not supported (supported: F32, F16, BF16)"),
+  EXPECT_NE(edited([](auto& h) {
+              h["a"]["dtype"] = "I64";
+            }).find("tensor a: dtype I64 is not supported (supported: F32, F16, BF16)"),
             std::string::npos);
-  EXPECT_NE(edited([](auto& h) { h["a"]["data_offsets"] = {0, 1000}; }).find("past the data region"), std::string::npos);
-  EXPECT_NE(edited([](auto& h) { h["a"]["data_offsets"] = {4, 28}; }).find("overlap"), std::string::npos);
-  EXPECT_NE(edited([](auto& h) { h["a"]["data_offsets"] = {8, 4}; }).find("end before they begin"), std::string::npos);
+  EXPECT_NE(edited([](auto& h) {
+              h["a"]["data_offsets"] = {0, 1000};
+            }).find("past the data region"),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& h) {
+              h["a"]["data_offsets"] = {4, 28};
+            }).find("overlap"),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& h) {
+              h["a"]["data_offsets"] = {8, 4};
+            }).find("end before they begin"),
+            std::string::npos);
   EXPECT_NE(edited([](auto& h) { h["a"]["shape"] = {2, 2}; }).find("needs 16"), std::string::npos);
-  EXPECT_NE(edited([](auto& h) { h["a"]["shape"] = {-1, 3}; }).find("tensor a shape[0]"), std::string::npos);
+  EXPECT_NE(edited([](auto& h) {
+              h["a"]["shape"] = {-1, 3};
+            }).find("tensor a shape[0]"),
+            std::string::npos);
   EXPECT_NE(edited([](auto& h) {
               h["a"]["shape"] = {uint64_t{1} << 40, uint64_t{1} << 40};
             }).find("shape overflows"),
             std::string::npos);
-  EXPECT_NE(edited([](auto& h) { h["a"].erase("dtype"); }).find("tensor a: dtype missing"), std::string::npos);
-  EXPECT_NE(edited([](auto& h) { h["__metadata__"] = {{"x", 1}}; }).find("not a string"), std::string::npos);
+  EXPECT_NE(edited([](auto& h) { h["a"].erase("dtype"); }).find("tensor a: dtype missing"),
+            std::string::npos);
+  EXPECT_NE(edited([](auto& h) {
+              h["__metadata__"] = {{"x", 1}};
+            }).find("not a string"),
+            std::string::npos);
 }
 
 struct TempDir {
   fs::path p;
-  explicit TempDir(const std::string& tag) : p(fs::temp_directory_path() / ("vq_st_" + std::to_string(::getpid()) + tag)) {
+  explicit TempDir(const std::string& tag)
+      : p(fs::temp_directory_path() / ("vq_st_" + std::to_string(::getpid()) + tag)) {
     fs::create_directories(p);
   }
   ~TempDir() {
@@ -130,8 +151,10 @@ TEST(Safetensors, ShardedIndex) {
   s2.add_f32("y", {1}, {3});
   d.write("model-00001-of-00002.safetensors", s1.build());
   d.write("model-00002-of-00002.safetensors", s2.build());
-  nlohmann::json idx = {{"metadata", {{"total_size", 12}}},
-                        {"weight_map", {{"x", "model-00001-of-00002.safetensors"}, {"y", "model-00002-of-00002.safetensors"}}}};
+  nlohmann::json idx = {
+      {"metadata", {{"total_size", 12}}},
+      {"weight_map",
+       {{"x", "model-00001-of-00002.safetensors"}, {"y", "model-00002-of-00002.safetensors"}}}};
   d.write("model.safetensors.index.json", idx.dump());
   const vq::SafetensorsModel m = vq::SafetensorsModel::open(d.p.string());
   EXPECT_EQ(m.shards().size(), 2u);
@@ -140,14 +163,17 @@ TEST(Safetensors, ShardedIndex) {
   EXPECT_EQ(m.total_bytes(), 12u);
   EXPECT_THROW(m.tensor("z"), vq::FormatError);
 
-  // Lies in the index: a tensor its shard lacks, a path out of the directory, a tensor in two shards.
+  // Lies in the index: a tensor its shard lacks, a path out of the directory, a tensor in two
+  // shards.
   idx["weight_map"]["z"] = "model-00001-of-00002.safetensors";
   d.write("model.safetensors.index.json", idx.dump());
   try {
     vq::SafetensorsModel::open(d.p.string());
     ADD_FAILURE() << "accepted";
   } catch (const vq::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor z is listed in model-00001-of-00002.safetensors"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor z is listed in model-00001-of-00002.safetensors"),
+              std::string::npos)
+        << e.what();
   }
   idx["weight_map"].erase("z");
   idx["weight_map"]["y"] = "../model-00002-of-00002.safetensors";
@@ -163,12 +189,14 @@ TEST(Safetensors, ShardedIndex) {
     vq::SafetensorsModel::open(d.p.string());
     ADD_FAILURE() << "accepted";
   } catch (const vq::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor x is in two shards"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor x is in two shards"), std::string::npos)
+        << e.what();
   }
 }
 
 TEST(HfConfig, LlamaWithLlama3RopeScaling) {
-  const std::string j = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":2048,
+  const std::string j =
+      R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":2048,
     "num_hidden_layers":16,"num_attention_heads":32,"num_key_value_heads":8,"intermediate_size":8192,
     "vocab_size":128256,"max_position_embeddings":131072,"rope_theta":500000.0,"rms_norm_eps":1e-05,
     "tie_word_embeddings":true,"bos_token_id":128000,"eos_token_id":[128001,128008,128009],
@@ -215,17 +243,23 @@ TEST(HfConfig, BadConfigsAreRefusedNamingTheField) {
     }
     return std::string("<accepted>");
   };
-  const std::string base = R"("hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100)";
-  EXPECT_NE(msg(R"({"model_type":"gpt_neox",)" + base + "}").find("model_type gpt_neox is not supported (supported: llama, mistral, qwen2)"),
+  const std::string base =
+      R"("hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":128,"vocab_size":100)";
+  EXPECT_NE(msg(R"({"model_type":"gpt_neox",)" + base + "}")
+                .find("model_type gpt_neox is not supported (supported: llama, mistral, qwen2)"),
             std::string::npos);
-  EXPECT_NE(msg(R"({"model_type":"llama","num_key_value_heads":3,)" + base + "}").find("num_key_value_heads = 3 does not divide"),
+  EXPECT_NE(msg(R"({"model_type":"llama","num_key_value_heads":3,)" + base + "}")
+                .find("num_key_value_heads = 3 does not divide"),
             std::string::npos);
-  EXPECT_NE(msg(R"({"model_type":"llama","hidden_size":64,"num_attention_heads":4})").find("num_hidden_layers is missing"),
+  EXPECT_NE(msg(R"({"model_type":"llama","hidden_size":64,"num_attention_heads":4})")
+                .find("num_hidden_layers is missing"),
             std::string::npos);
-  EXPECT_NE(msg(R"({"model_type":"llama","num_hidden_layers":2,"hidden_size":-5,"num_attention_heads":4,"intermediate_size":1,"vocab_size":1})")
-                .find("hidden_size = -5 outside"),
-            std::string::npos);
-  EXPECT_NE(msg(R"({"model_type":"llama","rope_scaling":{"type":"yarn","factor":4},)" + base + "}").find("rope_scaling type 'yarn'"),
+  EXPECT_NE(
+      msg(R"({"model_type":"llama","num_hidden_layers":2,"hidden_size":-5,"num_attention_heads":4,"intermediate_size":1,"vocab_size":1})")
+          .find("hidden_size = -5 outside"),
+      std::string::npos);
+  EXPECT_NE(msg(R"({"model_type":"llama","rope_scaling":{"type":"yarn","factor":4},)" + base + "}")
+                .find("rope_scaling type 'yarn'"),
             std::string::npos);
   EXPECT_NE(msg("[1,2]").find("not a JSON object"), std::string::npos);
   EXPECT_NE(msg("{").find("not valid JSON"), std::string::npos);

@@ -46,7 +46,8 @@ void expect_refused(const std::string& what, const std::function<void()>& fn,
   } catch (const Ex& e) {
     const std::string msg = e.what();
     for (const std::string& n : needles) {
-      EXPECT_NE(msg.find(n), std::string::npos) << "message '" << msg << "' does not name '" << n << "'";
+      EXPECT_NE(msg.find(n), std::string::npos)
+          << "message '" << msg << "' does not name '" << n << "'";
     }
     return;
   } catch (const std::exception& e) {
@@ -66,19 +67,27 @@ T get_le(const Bytes& b, size_t off) {
 }
 template <typename T>
 void put_le(Bytes& b, size_t off, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) b[off + i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+  for (size_t i = 0; i < sizeof(T); ++i)
+    b[off + i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
 }
 
 // Layout offsets from docs/format.md.
-constexpr size_t kSpecLen = 12, kLayout = 16, kL = 20, kH = 24, kD = 28, kS = 32, kN = 40, kSpec = 48;
-size_t table_at(const Bytes& f) { return kSpec + get_le<uint32_t>(f, kSpecLen); }
-size_t payload_at(const Bytes& f) { return table_at(f) + 32 * get_le<uint64_t>(f, kN) + 8; }
+constexpr size_t kSpecLen = 12, kLayout = 16, kL = 20, kH = 24, kD = 28, kS = 32, kN = 40,
+                 kSpec = 48;
+size_t table_at(const Bytes& f) {
+  return kSpec + get_le<uint32_t>(f, kSpecLen);
+}
+size_t payload_at(const Bytes& f) {
+  return table_at(f) + 32 * get_le<uint64_t>(f, kN) + 8;
+}
 /// Recompute the header checksum so that a deliberately wrong field passes the checksum check.
 void reseal(Bytes& f) {
   const size_t p = payload_at(f);
   put_le<uint64_t>(f, p - 8, XXH64(f.data(), p - 8, 0));
 }
-void decode_all(const Bytes& f) { (void)vq::vqkv_decompress(f.data(), f.size()); }
+void decode_all(const Bytes& f) {
+  (void)vq::vqkv_decompress(f.data(), f.size());
+}
 
 /// A valid kvtc file: layout HSD, H = 2 heads, S = 40 tokens, D = 8.
 Bytes valid_vqkv(const std::string& spec = "kvtc:bit_budget=24") {
@@ -104,8 +113,8 @@ TEST(Hostile, VqkvValidFileDecodes) {
 TEST(Hostile, VqkvTruncatedAnywhere) {
   const Bytes f = valid_vqkv();
   const size_t P = payload_at(f);
-  for (size_t cut : {size_t{0}, size_t{7}, size_t{47}, size_t{55}, kSpec + 3, P - 9, P - 1, P, P + 1,
-                     (P + f.size()) / 2, f.size() - 1}) {
+  for (size_t cut : {size_t{0}, size_t{7}, size_t{47}, size_t{55}, kSpec + 3, P - 9, P - 1, P,
+                     P + 1, (P + f.size()) / 2, f.size() - 1}) {
     Bytes t(f.begin(), f.begin() + static_cast<std::ptrdiff_t>(cut));
     expect_refused<vq::FormatError>("truncated to " + std::to_string(cut) + " bytes",
                                     [&] { decode_all(t); }, {std::to_string(cut)});
@@ -116,7 +125,8 @@ TEST(Hostile, VqkvTrailingBytes) {
   Bytes f = valid_vqkv();
   const size_t n = f.size();
   f.push_back(0);
-  expect_refused<vq::FormatError>("one extra byte", [&] { decode_all(f); }, {std::to_string(n + 1)});
+  expect_refused<vq::FormatError>("one extra byte", [&] { decode_all(f); },
+                                  {std::to_string(n + 1)});
 }
 
 TEST(Hostile, VqkvBitFlipsEverywhereAreCaught) {
@@ -127,7 +137,8 @@ TEST(Hostile, VqkvBitFlipsEverywhereAreCaught) {
   for (size_t i = 0; i < f.size(); i += 7) {
     Bytes g = f;
     g[i] ^= static_cast<uint8_t>(1u << (i % 8));
-    expect_refused<vq::FormatError>("bit flip at byte " + std::to_string(i), [&] { decode_all(g); }, {});
+    expect_refused<vq::FormatError>("bit flip at byte " + std::to_string(i), [&] { decode_all(g); },
+                                    {});
     ++flips;
   }
   EXPECT_GT(flips, 20);
@@ -143,7 +154,8 @@ TEST(Hostile, VqkvSectionChecksumMismatchNamed) {
   const size_t entry1 = table_at(g) + 32;  // section 1
   put_le<uint64_t>(g, entry1 + 24, get_le<uint64_t>(g, entry1 + 24) ^ 1);
   reseal(g);
-  expect_refused<vq::FormatError>("stored section checksum wrong", [&] { decode_all(g); }, {"checksum"});
+  expect_refused<vq::FormatError>("stored section checksum wrong", [&] { decode_all(g); },
+                                  {"checksum"});
 }
 
 TEST(Hostile, VqkvHeaderChecksumMismatch) {
@@ -168,13 +180,15 @@ TEST(Hostile, VqkvSizesThatOverflow) {
     Bytes f = valid_vqkv();
     put_le<uint64_t>(f, table_at(f) + 16, ~uint64_t{0});  // section 0 size
     reseal(f);
-    expect_refused<vq::FormatError>("section size 2^64-1", [&] { decode_all(f); }, {"18446744073709551615"});
+    expect_refused<vq::FormatError>("section size 2^64-1", [&] { decode_all(f); },
+                                    {"18446744073709551615"});
   }
   {
     Bytes f = valid_vqkv();
     put_le<uint64_t>(f, kS, uint64_t{1} << 62);
     reseal(f);
-    expect_refused<vq::FormatError>("S = 2^62", [&] { decode_all(f); }, {std::to_string(uint64_t{1} << 62)});
+    expect_refused<vq::FormatError>("S = 2^62", [&] { decode_all(f); },
+                                    {std::to_string(uint64_t{1} << 62)});
   }
   {
     // In range field by field, but L*H*S*D beyond the reader's value limit.
@@ -284,36 +298,66 @@ Bytes npy_with_header(const std::string& dict, size_t data_bytes) {
   std::string h = dict;
   while ((10 + h.size() + 1) % 64 != 0) h += ' ';
   h += '\n';
-  Bytes f = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<uint8_t>(h.size() & 0xFF),
+  Bytes f = {0x93,
+             'N',
+             'U',
+             'M',
+             'P',
+             'Y',
+             1,
+             0,
+             static_cast<uint8_t>(h.size() & 0xFF),
              static_cast<uint8_t>(h.size() >> 8)};
   f.insert(f.end(), h.begin(), h.end());
   f.resize(f.size() + data_bytes, 0);
   return f;
 }
-void parse(const Bytes& f) { (void)vq::parse_npy(f.data(), f.size()); }
+void parse(const Bytes& f) {
+  (void)vq::parse_npy(f.data(), f.size());
+}
 }  // namespace
 
 TEST(Hostile, NpyRefusals) {
   expect_refused<vq::FormatError>("shape overflows int64",
-      [&] { parse(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }", 16)); },
-      {"4294967296"});
-  expect_refused<vq::FormatError>("shape lies (8 floats claimed, 4 present)",
-      [&] { parse(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }", 16)); },
+                                  [&] {
+                                    parse(npy_with_header(
+                                        "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                                        "(4294967296, 4294967296, 4294967296), }",
+                                        16));
+                                  },
+                                  {"4294967296"});
+  expect_refused<vq::FormatError>(
+      "shape lies (8 floats claimed, 4 present)",
+      [&] {
+        parse(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }", 16));
+      },
       {"32"});
-  expect_refused<vq::FormatError>("big-endian",
-      [&] { parse(npy_with_header("{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", 16)); },
+  expect_refused<vq::FormatError>(
+      "big-endian",
+      [&] {
+        parse(npy_with_header("{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", 16));
+      },
       {">f4"});
-  expect_refused<vq::FormatError>("fortran order",
-      [&] { parse(npy_with_header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16)); },
+  expect_refused<vq::FormatError>(
+      "fortran order",
+      [&] {
+        parse(npy_with_header("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16));
+      },
       {"ortran"});
-  expect_refused<vq::FormatError>("negative dimension",
-      [&] { parse(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }", 16)); },
+  expect_refused<vq::FormatError>(
+      "negative dimension",
+      [&] {
+        parse(npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }", 16));
+      },
       {"-1"});
-  expect_refused<vq::FormatError>("unsupported dtype",
-      [&] { parse(npy_with_header("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16)); },
+  expect_refused<vq::FormatError>(
+      "unsupported dtype",
+      [&] {
+        parse(npy_with_header("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16));
+      },
       {"<c8"});
   expect_refused<vq::FormatError>("header is not a dict",
-      [&] { parse(npy_with_header("[1, 2, 3]", 0)); }, {});
+                                  [&] { parse(npy_with_header("[1, 2, 3]", 0)); }, {});
   Bytes good = npy_with_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }", 16);
   good.resize(good.size() - 1);
   expect_refused<vq::FormatError>("truncated data", [&] { parse(good); }, {"15"});
@@ -433,9 +477,11 @@ TEST(Hostile, TokenizerRefusals) {
   {
     Bytes b = good;
     put_le<int32_t>(b, 4 + 4, 0x7FFFFFFF);
-    expect_refused<vq::FormatError>("piece length 2^31-1", [&] { load_tokenizer(b); }, {"2147483647"});
+    expect_refused<vq::FormatError>("piece length 2^31-1", [&] { load_tokenizer(b); },
+                                    {"2147483647"});
   }
-  expect_refused<vq::FormatError>("vocab_size larger than the file", [&] { load_tokenizer(good, 7); }, {"7"});
+  expect_refused<vq::FormatError>("vocab_size larger than the file",
+                                  [&] { load_tokenizer(good, 7); }, {"7"});
 }
 
 // ---- every method: NaN / Inf, zero-size and mismatched shapes -----------------------------------
@@ -444,20 +490,23 @@ TEST(Hostile, TokenizerRefusals) {
 // VeloxQuant variant when D is not a multiple of 32 (llama.cpp's layout refuses such a D).
 vq::CacheConfig defaults_for(const vq::MethodInfo& m, int64_t D) {
   vq::CacheConfig c = vq::CacheConfig::defaults(m.id);
-  if (vq::find_option(m, "block") != nullptr && D % 32 != 0) c.set("block", D % 16 == 0 ? "16" : "8");
+  if (vq::find_option(m, "block") != nullptr && D % 32 != 0)
+    c.set("block", D % 16 == 0 ? "16" : "8");
   return c;
 }
 
 TEST(Hostile, NonFiniteToEveryMethod) {
   const int64_t D = 8;
-  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(),
                        -std::numeric_limits<float>::infinity()};
   int checked = 0;
   for (const vq::MethodInfo& m : vq::methods()) {
     for (float v : bad) {
       for (int where = 0; where < 3; ++where) {  // 0 = keys, 1 = values, 2 = queries
         auto cache = vq::make_cache(defaults_for(m, D), D);
-        vq::Tensor k = vqtest::random_tensor(1, 2, 5, D, 1), val = vqtest::random_tensor(1, 2, 5, D, 2);
+        vq::Tensor k = vqtest::random_tensor(1, 2, 5, D, 1),
+                   val = vqtest::random_tensor(1, 2, 5, D, 2);
         vq::Tensor q = vqtest::random_tensor(1, 4, 5, D, 3);
         (where == 0 ? k : where == 1 ? val : q).at(0, 1, 3, 5) = v;
         const char* name = where == 0 ? "keys" : where == 1 ? "values" : "queries";
@@ -472,11 +521,15 @@ TEST(Hostile, NonFiniteToEveryMethod) {
       std::vector<float> x(2 * 6 * D, 0.5f);
       for (float v : bad) {
         x[17] = v;
-        expect_refused<vq::InvalidArgument>(m.id + ": codec non-finite", [&] { (void)codec->encode(x.data(), 2, 6); }, {});
+        expect_refused<vq::InvalidArgument>(m.id + ": codec non-finite",
+                                            [&] { (void)codec->encode(x.data(), 2, 6); }, {});
       }
-      expect_refused<vq::InvalidArgument>(m.id + ": vqkv_compress non-finite", [&] {
-        (void)vq::vqkv_compress(x.data(), {2, 6, D}, vq::CacheConfig::defaults(m.id));
-      }, {});
+      expect_refused<vq::InvalidArgument>(
+          m.id + ": vqkv_compress non-finite",
+          [&] {
+            (void)vq::vqkv_compress(x.data(), {2, 6, D}, vq::CacheConfig::defaults(m.id));
+          },
+          {});
     }
   }
   EXPECT_EQ(checked, static_cast<int>(vq::methods().size()) * 9);
@@ -490,27 +543,49 @@ TEST(Hostile, ZeroSizeAndMismatchedShapes) {
     expect_refused<vq::InvalidArgument>("head_dim 0", [&] { (void)vq::make_cache(cfg, 0); }, {"0"});
     auto c = vq::make_cache(cfg, D);
     const vq::Tensor k = vqtest::random_tensor(1, 2, 4, D, 7);
-    expect_refused<vq::InvalidArgument>("D = 0 tensors", [&] { c->update(vq::Tensor(1, 2, 4, 0), vq::Tensor(1, 2, 4, 0)); }, {"0"});
-    expect_refused<vq::InvalidArgument>("H = 0 tensors", [&] { c->update(vq::Tensor(1, 0, 4, D), vq::Tensor(1, 0, 4, D)); }, {"0"});
-    expect_refused<vq::InvalidArgument>("B = 0 tensors", [&] { c->update(vq::Tensor(0, 2, 4, D), vq::Tensor(0, 2, 4, D)); }, {"0"});
-    expect_refused<vq::InvalidArgument>("D mismatch", [&] { c->update(vqtest::random_tensor(1, 2, 4, 4, 1), vqtest::random_tensor(1, 2, 4, 4, 2)); }, {"4"});
-    expect_refused<vq::InvalidArgument>("K/V S mismatch", [&] { c->update(k, vqtest::random_tensor(1, 2, 5, D, 8)); }, {"5"});
-    expect_refused<vq::InvalidArgument>("K/V H mismatch", [&] { c->update(k, vqtest::random_tensor(1, 3, 4, D, 8)); }, {"3"});
+    expect_refused<vq::InvalidArgument>(
+        "D = 0 tensors", [&] { c->update(vq::Tensor(1, 2, 4, 0), vq::Tensor(1, 2, 4, 0)); }, {"0"});
+    expect_refused<vq::InvalidArgument>(
+        "H = 0 tensors", [&] { c->update(vq::Tensor(1, 0, 4, D), vq::Tensor(1, 0, 4, D)); }, {"0"});
+    expect_refused<vq::InvalidArgument>(
+        "B = 0 tensors", [&] { c->update(vq::Tensor(0, 2, 4, D), vq::Tensor(0, 2, 4, D)); }, {"0"});
+    expect_refused<vq::InvalidArgument>("D mismatch",
+                                        [&] {
+                                          c->update(vqtest::random_tensor(1, 2, 4, 4, 1),
+                                                    vqtest::random_tensor(1, 2, 4, 4, 2));
+                                        },
+                                        {"4"});
+    expect_refused<vq::InvalidArgument>(
+        "K/V S mismatch", [&] { c->update(k, vqtest::random_tensor(1, 2, 5, D, 8)); }, {"5"});
+    expect_refused<vq::InvalidArgument>(
+        "K/V H mismatch", [&] { c->update(k, vqtest::random_tensor(1, 3, 4, D, 8)); }, {"3"});
     const vq::Tensor q3 = vqtest::random_tensor(1, 3, 4, D, 9);
-    expect_refused<vq::InvalidArgument>("Hq = 3 not a multiple of H = 2", [&] { c->update(k, k, &q3); }, {"3"});
+    expect_refused<vq::InvalidArgument>("Hq = 3 not a multiple of H = 2",
+                                        [&] { c->update(k, k, &q3); }, {"3"});
     const vq::Tensor qs = vqtest::random_tensor(1, 4, 3, D, 9);
     expect_refused<vq::InvalidArgument>("Q S mismatch", [&] { c->update(k, k, &qs); }, {"3"});
     c->update(k, k);
     expect_refused<vq::InvalidArgument>("H changes between calls",
-        [&] { c->update(vqtest::random_tensor(1, 1, 1, D, 3), vqtest::random_tensor(1, 1, 1, D, 4)); }, {"1"});
+                                        [&] {
+                                          c->update(vqtest::random_tensor(1, 1, 1, D, 3),
+                                                    vqtest::random_tensor(1, 1, 1, D, 4));
+                                        },
+                                        {"1"});
     EXPECT_EQ(c->offset(), 4);
     if (m.make_codec) {
-      expect_refused<vq::InvalidArgument>("codec head_dim 0", [&] { (void)vq::make_codec(cfg, 0); }, {"0"});
+      expect_refused<vq::InvalidArgument>("codec head_dim 0", [&] { (void)vq::make_codec(cfg, 0); },
+                                          {"0"});
       auto codec = vq::make_codec(cfg, D);
       std::vector<float> x(D, 0.f);
-      expect_refused<vq::InvalidArgument>("codec H = 0", [&] { (void)codec->encode(x.data(), 0, 1); }, {"0"});
-      expect_refused<vq::InvalidArgument>("vqkv D = 0", [&] { (void)vq::vqkv_compress(x.data(), {1, 4, 0}, cfg); }, {"0"});
-      expect_refused<vq::InvalidArgument>("vqkv rank 1", [&] { (void)vq::vqkv_compress(x.data(), {8}, cfg); }, {});
+      expect_refused<vq::InvalidArgument>("codec H = 0",
+                                          [&] { (void)codec->encode(x.data(), 0, 1); }, {"0"});
+      expect_refused<vq::InvalidArgument>("vqkv D = 0",
+                                          [&] {
+                                            (void)vq::vqkv_compress(x.data(), {1, 4, 0}, cfg);
+                                          },
+                                          {"0"});
+      expect_refused<vq::InvalidArgument>("vqkv rank 1",
+                                          [&] { (void)vq::vqkv_compress(x.data(), {8}, cfg); }, {});
     }
   }
 }
@@ -531,7 +606,8 @@ TEST(Hostile, OptionValuesOutOfRange) {
         expect_refused<vq::InvalidArgument>(spec, [&] { (void)vq::CacheConfig::parse(spec); },
                                             {o.name});
         if (!v.empty()) {
-          expect_refused<vq::InvalidArgument>(spec, [&] { (void)vq::CacheConfig::parse(spec); }, {v});
+          expect_refused<vq::InvalidArgument>(spec, [&] { (void)vq::CacheConfig::parse(spec); },
+                                              {v});
         }
         ++checked;
       }
@@ -539,13 +615,23 @@ TEST(Hostile, OptionValuesOutOfRange) {
   }
   EXPECT_GT(checked, 20);
   // Named cases from the issue.
-  expect_refused<vq::InvalidArgument>("budget 0", [] { (void)vq::CacheConfig::parse("h2o:budget=0"); }, {"budget", "0"});
-  expect_refused<vq::InvalidArgument>("budget -5", [] { (void)vq::CacheConfig::parse("curdkv:budget=-5"); }, {"-5"});
-  expect_refused<vq::InvalidArgument>("sinks >= budget", [] { (void)vq::CacheConfig::parse("h2o:budget=4,n_sink=4"); }, {"4"});
-  expect_refused<vq::InvalidArgument>("bit_budget -1", [] { (void)vq::CacheConfig::parse("kvtc:bit_budget=-1"); }, {"-1"});
-  expect_refused<vq::InvalidArgument>("bit_choices without 0", [] { (void)vq::CacheConfig::parse("kvtc:bit_choices=1,2,4"); }, {"bit_choices"});
-  expect_refused<vq::InvalidArgument>("bit width 9", [] { (void)vq::CacheConfig::parse("kvtc:bit_choices=0,9"); }, {"9"});
-  expect_refused<vq::InvalidArgument>("beta NaN", [] { (void)vq::CacheConfig::parse("kvtc:beta=nan"); }, {"beta"});
-  expect_refused<vq::InvalidArgument>("unknown option", [] { (void)vq::CacheConfig::parse("h2o:budgt=5"); }, {"budgt"});
-  expect_refused<vq::InvalidArgument>("unknown method", [] { (void)vq::CacheConfig::parse("h3o:budget=5"); }, {"h3o"});
+  expect_refused<vq::InvalidArgument>(
+      "budget 0", [] { (void)vq::CacheConfig::parse("h2o:budget=0"); }, {"budget", "0"});
+  expect_refused<vq::InvalidArgument>(
+      "budget -5", [] { (void)vq::CacheConfig::parse("curdkv:budget=-5"); }, {"-5"});
+  expect_refused<vq::InvalidArgument>(
+      "sinks >= budget", [] { (void)vq::CacheConfig::parse("h2o:budget=4,n_sink=4"); }, {"4"});
+  expect_refused<vq::InvalidArgument>(
+      "bit_budget -1", [] { (void)vq::CacheConfig::parse("kvtc:bit_budget=-1"); }, {"-1"});
+  expect_refused<vq::InvalidArgument>(
+      "bit_choices without 0", [] { (void)vq::CacheConfig::parse("kvtc:bit_choices=1,2,4"); },
+      {"bit_choices"});
+  expect_refused<vq::InvalidArgument>(
+      "bit width 9", [] { (void)vq::CacheConfig::parse("kvtc:bit_choices=0,9"); }, {"9"});
+  expect_refused<vq::InvalidArgument>(
+      "beta NaN", [] { (void)vq::CacheConfig::parse("kvtc:beta=nan"); }, {"beta"});
+  expect_refused<vq::InvalidArgument>(
+      "unknown option", [] { (void)vq::CacheConfig::parse("h2o:budgt=5"); }, {"budgt"});
+  expect_refused<vq::InvalidArgument>(
+      "unknown method", [] { (void)vq::CacheConfig::parse("h3o:budget=5"); }, {"h3o"});
 }

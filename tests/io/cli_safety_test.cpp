@@ -121,7 +121,8 @@ TEST_F(CliSafety, AnOutputThatIsAnInputIsRefusedNamingBoth) {
   // Another spelling of the same file, a symlink and a hard link are the same file too.
   fs::create_symlink(x, path("link.npy"));
   fs::create_hard_link(x, path("hard.npy"));
-  for (const std::string& other : {dir_.string() + "/./x.npy", path("link.npy"), path("hard.npy")}) {
+  for (const std::string& other :
+       {dir_.string() + "/./x.npy", path("link.npy"), path("hard.npy")}) {
     r = cli("compress -m q8_0 " + x + " " + other);
     EXPECT_EQ(r.status, 1) << other;
     EXPECT_NE(r.err.find("is the same file as input"), std::string::npos) << other << r.err;
@@ -236,8 +237,7 @@ TEST_F(CliSafety, MessagesNameTheMistake) {
   // bit_budget beyond what bit_choices can spend on this head_dim (16): refused with the limit.
   r = cli("compress -m kvtc:bit_budget=256 " + path("x.npy") + " " + path("a.vqkv"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("bit_budget = 256 asks 16 bits per value on head_dim 16"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("bit_budget = 256 asks 16 bits per value on head_dim 16"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("bit_budget <= 128"), std::string::npos) << r.err;
   // An integer .npy is read but not compressed; the message says what compress takes.
@@ -287,22 +287,23 @@ TEST_F(CliSafety, EvictTakesALayerOfADumpKvFile) {
   vq::Rng rng(3);
   std::vector<float> kv(static_cast<size_t>(L * 2 * H * S * D));
   for (auto& v : kv) v = static_cast<float>(rng.normal());
-  vq::write_npy(path("kv.npy"), vq::npy_from_float(kv.data(), {L, 2, H, S, D}, vq::NpyDtype::Float32));
+  vq::write_npy(path("kv.npy"),
+                vq::npy_from_float(kv.data(), {L, 2, H, S, D}, vq::NpyDtype::Float32));
   const size_t block = static_cast<size_t>(H * S * D);
   vq::write_npy(path("k.npy"),
                 vq::npy_from_float(kv.data() + 2 * block, {H, S, D}, vq::NpyDtype::Float32));
   vq::write_npy(path("v.npy"),
                 vq::npy_from_float(kv.data() + 3 * block, {H, S, D}, vq::NpyDtype::Float32));
-  ASSERT_EQ(cli("evict -m curdkv:budget=12 --keys " + path("k.npy") + " --values " +
-                path("v.npy") + " --prefill 16 --out " + path("a.npy"))
+  ASSERT_EQ(cli("evict -m curdkv:budget=12 --keys " + path("k.npy") + " --values " + path("v.npy") +
+                " --prefill 16 --out " + path("a.npy"))
                 .status,
             0);
   const CliResult r = cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") +
-                    " --layer 1 --prefill 16 --out " + path("b.npy"));
+                          " --layer 1 --prefill 16 --out " + path("b.npy"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(slurp(path("a.npy")), slurp(path("b.npy")));
-  const CliResult bad = cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") + " --layer 2 --out " +
-                      path("c.npy"));
+  const CliResult bad =
+      cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") + " --layer 2 --out " + path("c.npy"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("--layer 2 is outside [0, 1]"), std::string::npos) << bad.err;
 }
@@ -314,7 +315,7 @@ TEST_F(CliSafety, ANonFiniteValueIsReportedWithItsStreamPosition) {
   x[10 * 8 + 2] = std::nanf("");
   vq::write_npy(path("k.npy"), vq::npy_from_float(x.data(), {1, 20, 8}, vq::NpyDtype::Float32));
   CliResult r = cli("evict -m h2o:budget=8 --keys " + path("k.npy") + " --values " + path("k.npy") +
-              " --out " + path("o.npy"));
+                    " --out " + path("o.npy"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("update starting at position 10"), std::string::npos) << r.err;
   r = cli("evict -m h2o:budget=8 --prefill 20 --keys " + path("k.npy") + " --values " +
@@ -334,7 +335,8 @@ TEST_F(CliSafety, CalibrationsAreTiedToTheirModel) {
     GTEST_SKIP() << "stories260K.bin, llama2xs.bin or tok105.bin not found (searched "
                     "$VQ_MODELS_DIR and ../shared/models)";
   const std::string cal = path("st.vqcal");
-  CliResult r = cli("-q calibrate --model " + st + " --max-tokens 600 --chunk-tokens 64 --out " + cal);
+  CliResult r =
+      cli("-q calibrate --model " + st + " --max-tokens 600 --chunk-tokens 64 --out " + cal);
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string spec = "kvtc:bit_budget=16,basis=" + cal;
   r = cli("perplexity --model " + st + " --text-string 'Lily saw a cat.' --method " + spec +

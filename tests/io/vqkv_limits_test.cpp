@@ -29,7 +29,8 @@ std::vector<float> randn(size_t n, uint64_t seed) {
 std::vector<std::string> transform_specs() {
   std::vector<std::string> specs;
   for (const auto& m : vq::methods())
-    if (m.family == vq::Family::Transform && m.make_codec) specs.push_back(m.id);  // with a storage form
+    if (m.family == vq::Family::Transform && m.make_codec)
+      specs.push_back(m.id);  // with a storage form
   specs.push_back("svdq:kind=v");
   return specs;
 }
@@ -79,8 +80,8 @@ TEST(VqkvLimits, ValuesOutsideTheCodecRangeAreRefusedAtCompressNamingValuePositi
       if (v <= lim) continue;
       std::vector<float> x = randn(2 * 64 * 16, 8);
       x[kAt] = static_cast<float>(v);
-      const std::string msg = message_of<vq::InvalidArgument>(
-          [&] { (void)vq::vqkv_compress(x.data(), kShape, c); });
+      const std::string msg =
+          message_of<vq::InvalidArgument>([&] { (void)vq::vqkv_compress(x.data(), kShape, c); });
       EXPECT_NE(msg.find("at [1, 5, 3]"), std::string::npos) << spec << " " << v << ": " << msg;
       EXPECT_NE(msg.find("outside the range of " + c.method()), std::string::npos) << msg;
       EXPECT_EQ(msg.find("WRONG"), std::string::npos) << msg;
@@ -125,7 +126,8 @@ TEST(VqkvLimits, DeclaredShapesAreCheckedAgainstTheBytesPresentBeforeAllocating)
     forge(file, vq::vqkv::kOffS, uint64_t{1} << 24, 8);
     std::string msg;
     const double s = seconds_of([&] {
-      msg = message_of<vq::FormatError>([&] { (void)vq::vqkv_decompress(file.data(), file.size()); });
+      msg =
+          message_of<vq::FormatError>([&] { (void)vq::vqkv_decompress(file.data(), file.size()); });
     });
     EXPECT_NE(msg.find("need at least"), std::string::npos) << spec << ": " << msg;
     EXPECT_NE(msg.find("S = 16777216"), std::string::npos) << spec << ": " << msg;

@@ -30,7 +30,8 @@ std::vector<float> random_values(size_t n, uint64_t seed) {
 std::vector<std::string> transform_methods() {
   std::vector<std::string> ids;
   for (const auto& m : vq::methods())
-    if (m.family == vq::Family::Transform && m.make_codec) ids.push_back(m.id);  // with a storage form
+    if (m.family == vq::Family::Transform && m.make_codec)
+      ids.push_back(m.id);  // with a storage form
   return ids;
 }
 

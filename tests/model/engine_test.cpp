@@ -110,14 +110,14 @@ TEST(Engine, FullCacheMatchesTheReferenceForward) {
     const vq::Model m = small_model(3, shared);
     const auto tokens = vqtest::some_tokens(48, m.config().vocab_size);
     for (const bool fp16 : {true, false}) {
-    vq::Engine e(m, fp16 ? "full" : "full+f32");
-    vq::testing::ReferenceForward ref(m, fp16);
-    for (size_t p = 0; p < tokens.size(); ++p) {
-      const float* lg = e.step(tokens[p]);
-      const std::vector<float> got(lg, lg + m.config().vocab_size);
-      expect_close(got, ref.forward(tokens[p], static_cast<int64_t>(p)), 2e-5f,
-                   "position " + std::to_string(p));
-    }
+      vq::Engine e(m, fp16 ? "full" : "full+f32");
+      vq::testing::ReferenceForward ref(m, fp16);
+      for (size_t p = 0; p < tokens.size(); ++p) {
+        const float* lg = e.step(tokens[p]);
+        const std::vector<float> got(lg, lg + m.config().vocab_size);
+        expect_close(got, ref.forward(tokens[p], static_cast<int64_t>(p)), 2e-5f,
+                     "position " + std::to_string(p));
+      }
     }
   }
 }
@@ -241,8 +241,8 @@ TEST(Engine, EveryEvictionMethodRespectsItsBudgetDuringGeneration) {
       auto check = [&](const char* when) {
         for (int64_t l = 0; l < e.n_layers(); ++l)
           for (int64_t h = 0; h < e.cache(l).kv_heads(); ++h)
-            ASSERT_LE(e.cache(l).kept(0, h), budget) << info.id << " layer " << l << " after " << when
-                                    << " at position " << e.position();
+            ASSERT_LE(e.cache(l).kept(0, h), budget) << info.id << " layer " << l << " after "
+                                                     << when << " at position " << e.position();
       };
       const auto prompt = vqtest::some_tokens(20, m.config().vocab_size, 9);
       vq::GenerateOptions go;

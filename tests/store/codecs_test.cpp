@@ -49,7 +49,8 @@ std::vector<float> kv_rows(int64_t n, int64_t D, uint64_t seed) {
     for (int64_t j = 0; j < r; ++j) z[static_cast<size_t>(j)] = rng.normal() * 2.0 / (1.0 + j);
     for (int64_t d = 0; d < D; ++d) {
       double v = mean[static_cast<size_t>(d)] + rng.normal() * 0.3 / (1.0 + 0.05 * d);
-      for (int64_t j = 0; j < r; ++j) v += z[static_cast<size_t>(j)] * dirs[static_cast<size_t>(j * D + d)] * 0.3;
+      for (int64_t j = 0; j < r; ++j)
+        v += z[static_cast<size_t>(j)] * dirs[static_cast<size_t>(j * D + d)] * 0.3;
       x[static_cast<size_t>(t * D + d)] = static_cast<float>(v);
     }
     if (t % 7 == 3) x[static_cast<size_t>(t * D + (t * 13) % D)] *= 12.0f;  // a sparse outlier
@@ -148,9 +149,10 @@ Coded code_stream(RowCodec& c, const std::vector<float>& x, int64_t n_rows,
     if (check_guards) {
       EXPECT_TRUE(p0.guards_intact() && c0.guards_intact() && p1.guards_intact() &&
                   c1.guards_intact())
-          << "encode wrote outside chunk_param_bytes(" << n << ") = " << pb << " / n * row_bytes = "
-          << cb;
-      EXPECT_EQ(p0.bytes(), p1.bytes()) << "chunk params: some of the declared bytes are not written";
+          << "encode wrote outside chunk_param_bytes(" << n << ") = " << pb
+          << " / n * row_bytes = " << cb;
+      EXPECT_EQ(p0.bytes(), p1.bytes())
+          << "chunk params: some of the declared bytes are not written";
       EXPECT_EQ(c0.bytes(), c1.bytes()) << "row codes: some of the declared bytes are not written";
     }
     out.chunks.push_back({first, n, p0.bytes(), c0.bytes()});
@@ -208,13 +210,13 @@ StreamInfo stream(int64_t D, int kv, int64_t head = 0) {
 /// error of decoding nothing.
 double error_bound(const std::string& id, int kv) {
   static const std::map<std::string, double> b = {
-      {"q8_0", 0.01},  {"q4_0", 0.17},  {"kivi", 0.56},          {"kvtc", 0.45},
+      {"q8_0", 0.01},    {"q4_0", 0.17},       {"kivi", 0.56}, {"kvtc", 0.45},
       {"uniform", 0.17}, {"svdq_split", 0.24}, {"palu", 0.56}, {"spectralquant", 0.7},
-      {"svdq", 0.97},  {"gear", 0.5},
+      {"svdq", 0.97},    {"gear", 0.5},
   };
   if (id == "svdq" && kv == 1) return 1e-3;  // values at fp16 (error against fp16 inputs: 0)
-  if (id == "bf16") return 4e-3;              // 8 significant bits: at most 2^-9 per value
-  if (id == "f32") return 5e-4;               // exact; the error is the fp16 rounding of the reference
+  if (id == "bf16") return 4e-3;             // 8 significant bits: at most 2^-9 per value
+  if (id == "f32") return 5e-4;  // exact; the error is the fp16 rounding of the reference
   const auto it = b.find(id);
   return it == b.end() ? 0.0 : it->second;
 }
@@ -283,8 +285,8 @@ TEST_P(EveryCodec, RoundTripRowsAndBytes) {
         // A run of rows in the middle of a chunk.
         if (ch.n >= 3) {
           std::vector<float> mid(static_cast<size_t>((ch.n - 2) * D));
-          c->decode(ch.params.empty() ? nullptr : ch.params.data(), ch.codes.data() + c->row_bytes(),
-                    ch.n - 2, mid.data());
+          c->decode(ch.params.empty() ? nullptr : ch.params.data(),
+                    ch.codes.data() + c->row_bytes(), ch.n - 2, mid.data());
           EXPECT_TRUE(same_bits(mid.data(), y.data() + (ch.first + 1) * D, (ch.n - 2) * D));
         }
       }
@@ -300,8 +302,8 @@ TEST_P(EveryCodec, RoundTripRowsAndBytes) {
       // The storage form is never larger than a few bytes over the resident form per chunk
       // (entropy coding falls back to fixed width), and never empty.
       for (const auto& ch : coded.chunks) {
-        const int64_t stored = c->stored_chunk_bytes(
-            ch.params.empty() ? nullptr : ch.params.data(), ch.codes.data(), ch.n);
+        const int64_t stored = c->stored_chunk_bytes(ch.params.empty() ? nullptr : ch.params.data(),
+                                                     ch.codes.data(), ch.n);
         EXPECT_GT(stored, 0);
         EXPECT_LE(stored, c->chunk_param_bytes(ch.n) + ch.n * c->row_bytes() + 64);
       }
@@ -399,7 +401,8 @@ TEST(Fp16Codec, RowsAreFp16AndGeometryIsKept) {
   c.decode(nullptr, codes.data(), 5, y.data());
   for (size_t i = 0; i < x.size(); ++i) {
     EXPECT_EQ(y[i], vq::round_to_fp16(x[i]));
-    EXPECT_EQ(static_cast<uint16_t>(codes[2 * i] | (codes[2 * i + 1] << 8)), vq::fp32_to_fp16(x[i]));
+    EXPECT_EQ(static_cast<uint16_t>(codes[2 * i] | (codes[2 * i + 1] << 8)),
+              vq::fp32_to_fp16(x[i]));
   }
   vq::store::Bf16Codec b(64);
   b.encode(x.data(), 5, nullptr, codes.data());
@@ -444,7 +447,8 @@ TEST(GgmlCodec, Block32IsLlamaCppBytesWithinEachHead) {
       std::vector<float> y(static_cast<size_t>(n * D)), yr(y.size());
       c->decode(nullptr, codes.data(), n, y.data());
       for (int64_t t = 0; t < n; ++t)
-        vq::coding::ggml_dequantize_row(type, ref.data() + t * c->row_bytes(), D, yr.data() + t * D);
+        vq::coding::ggml_dequantize_row(type, ref.data() + t * c->row_bytes(), D,
+                                        yr.data() + t * D);
       EXPECT_TRUE(same_bits(y.data(), yr.data(), n * D));
       EXPECT_FALSE(c->quantizes_queries());
     }
@@ -458,7 +462,8 @@ TEST(GgmlCodec, SmallBlocksAreVariantsWithTheSameFormulas) {
     for (int64_t block : {int64_t{32}, int64_t{16}, int64_t{8}}) {
       const int64_t D = block == 32 ? 64 : 48;
       vq::codecs::GgmlCodec c(type, D, block, false, true);
-      EXPECT_EQ(c.row_bytes(), D / block * (2 + (type == vq::coding::GgmlType::Q8_0 ? block : block / 2)));
+      EXPECT_EQ(c.row_bytes(),
+                D / block * (2 + (type == vq::coding::GgmlType::Q8_0 ? block : block / 2)));
       std::vector<uint8_t> codes(static_cast<size_t>(c.row_bytes()));
       std::vector<float> y(static_cast<size_t>(D));
       c.encode(x.data(), 1, nullptr, codes.data());
@@ -495,7 +500,7 @@ TEST(GgmlCodec, HeadDimNotMultipleOfBlockIsRefused) {
     EXPECT_NE(msg.find("block=16"), std::string::npos) << msg;
   }
   EXPECT_NO_THROW(vq::find_method("q4_0").make_row_codec(vq::CacheConfig::parse("q4_0:block=16"),
-                                                          stream(48, 0)));
+                                                         stream(48, 0)));
   try {
     vq::find_method("q8_0").make_row_codec(vq::CacheConfig::parse("q8_0:block=16"), stream(20, 0));
     ADD_FAILURE() << "head_dim 20 accepted with block=16";
@@ -591,7 +596,8 @@ PcaCompare compare_with_block_codec(const std::string& spec, int64_t D, int64_t 
   PcaCompare r;
   for (int64_t t = 0; t < S; ++t) {
     float scale = 0;
-    for (int64_t d = 0; d < D; ++d) scale = std::max(scale, std::fabs(yr[static_cast<size_t>(t * D + d)]));
+    for (int64_t d = 0; d < D; ++d)
+      scale = std::max(scale, std::fabs(yr[static_cast<size_t>(t * D + d)]));
     for (int64_t d = 0; d < D; ++d) {
       const size_t i = static_cast<size_t>(t * D + d);
       ++r.values;
@@ -603,17 +609,17 @@ PcaCompare compare_with_block_codec(const std::string& spec, int64_t D, int64_t 
 }
 
 TEST(PcaCodec, ReproducesTheStorageCoderDecode) {
-  for (const char* spec : {"kvtc", "kvtc:bit_budget=160,chunk_tokens=64", "kvtc:alloc=waterfill",
-                           "kvtc:entropy=auto", "uniform", "svdq_split", "palu", "palu:rank=16",
-                           "spectralquant", "svdq"}) {
+  for (const char* spec :
+       {"kvtc", "kvtc:bit_budget=160,chunk_tokens=64", "kvtc:alloc=waterfill", "kvtc:entropy=auto",
+        "uniform", "svdq_split", "palu", "palu:rank=16", "spectralquant", "svdq"}) {
     for (int64_t D : {int64_t{64}, int64_t{128}, int64_t{20}}) {
       SCOPED_TRACE(std::string(spec) + " D=" + std::to_string(D));
       const PcaCompare r = compare_with_block_codec(spec, D, 3 * D + 17, 77);
       // Same codes and parameters (a different code would move a value by a whole quantization
       // step); the floats differ at most by the rounding of a differently ordered sum.
       EXPECT_LE(r.max_rel, 2e-6) << "exact " << r.exact << " of " << r.values;
-      std::printf("[pca] %-36s D=%-4lld bit-identical %lld / %lld, max diff / row max %.2e\n",
-                  spec, static_cast<long long>(D), static_cast<long long>(r.exact),
+      std::printf("[pca] %-36s D=%-4lld bit-identical %lld / %lld, max diff / row max %.2e\n", spec,
+                  static_cast<long long>(D), static_cast<long long>(r.exact),
                   static_cast<long long>(r.values), r.max_rel);
     }
   }
@@ -670,8 +676,8 @@ TEST(PcaCodec, CalibratedBasisIsExternalAndMatchesTheCache) {
   cal.save(path);
   for (const char* q : {"chunk", "calibrated"}) {
     SCOPED_TRACE(q);
-    const vq::CacheConfig cfg = vq::CacheConfig::parse("kvtc:chunk_tokens=64,basis=" + path +
-                                                       ",quant=" + q);
+    const vq::CacheConfig cfg =
+        vq::CacheConfig::parse("kvtc:chunk_tokens=64,basis=" + path + ",quant=" + q);
     const auto& kvtc = vq::find_method("kvtc");
     StreamInfo s = stream(D, 1, 1);
     auto c = kvtc.make_row_codec(cfg, s);
@@ -679,7 +685,8 @@ TEST(PcaCodec, CalibratedBasisIsExternalAndMatchesTheCache) {
     EXPECT_TRUE(c->fitted());
     EXPECT_GT(c->external_bytes(), 0);
     EXPECT_EQ(c->external_entry(), cal.entry_index(0, 1, 1));
-    EXPECT_EQ(c->chunk_param_bytes(64), std::string(q) == "chunk" ? 8 * dynamic_cast<vq::codecs::PcaCodec&>(*c).kept() : 0);
+    EXPECT_EQ(c->chunk_param_bytes(64),
+              std::string(q) == "chunk" ? 8 * dynamic_cast<vq::codecs::PcaCodec&>(*c).kept() : 0);
     // Against the storage coder of the same stream, fed the same 64-row chunk.
     const std::vector<float> x = kv_rows(64, D, 999);
     std::vector<uint8_t> params(static_cast<size_t>(c->chunk_param_bytes(64)));
@@ -687,7 +694,8 @@ TEST(PcaCodec, CalibratedBasisIsExternalAndMatchesTheCache) {
     c->encode(x.data(), 64, params.empty() ? nullptr : params.data(), codes.data());
     std::vector<float> y(x.size());
     c->decode(params.empty() ? nullptr : params.data(), codes.data(), 64, y.data());
-    vq::transform::PcaSettings st = vq::transform::pca_settings(cfg, D, vq::transform::AllocRule::Dp, true);
+    vq::transform::PcaSettings st =
+        vq::transform::pca_settings(cfg, D, vq::transform::AllocRule::Dp, true);
     st.quant_calibrated = std::string(q) == "calibrated";
     st.calibration = vq::load_calibration_shared(path);
     st.calibration_id = st.calibration->id();
@@ -742,7 +750,9 @@ TEST(GearCodec, OutliersAreExactAndTheLowRankTermHelps) {
     for (int64_t t = 0; t < n; ++t) {  // the row's largest magnitude is kept at fp16
       int64_t arg = 0;
       for (int64_t d = 1; d < D; ++d)
-        if (std::fabs(x16[static_cast<size_t>(t * D + d)]) > std::fabs(x16[static_cast<size_t>(t * D + arg)])) arg = d;
+        if (std::fabs(x16[static_cast<size_t>(t * D + d)]) >
+            std::fabs(x16[static_cast<size_t>(t * D + arg)]))
+          arg = d;
       EXPECT_EQ(y[static_cast<size_t>(t * D + arg)], x16[static_cast<size_t>(t * D + arg)]);
     }
     (rank == 0 ? err_rank0 : err_rank4) = rel_rms_error(x16, y, n * D);

@@ -46,20 +46,28 @@ static void* counted(void* p) {
 static void uncount(void* p) {
   if (p) g_live.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
 }
-void* malloc(size_t n) { return counted(__libc_malloc(n)); }
+void* malloc(size_t n) {
+  return counted(__libc_malloc(n));
+}
 void free(void* p) {
   uncount(p);
   __libc_free(p);
 }
-void* calloc(size_t a, size_t b) { return counted(__libc_calloc(a, b)); }
+void* calloc(size_t a, size_t b) {
+  return counted(__libc_calloc(a, b));
+}
 void* realloc(void* p, size_t n) {
   uncount(p);
   void* q = __libc_realloc(p, n);
   if (!q && n != 0) counted(p);  // failed: p is still live
   return counted(q);
 }
-void* memalign(size_t a, size_t n) { return counted(__libc_memalign(a, n)); }
-void* aligned_alloc(size_t a, size_t n) { return counted(__libc_memalign(a, n)); }
+void* memalign(size_t a, size_t n) {
+  return counted(__libc_memalign(a, n));
+}
+void* aligned_alloc(size_t a, size_t n) {
+  return counted(__libc_memalign(a, n));
+}
 int posix_memalign(void** out, size_t a, size_t n) {
   void* p = __libc_memalign(a, n);
   if (!p) return 12;  // ENOMEM
@@ -146,9 +154,8 @@ TEST(MemoryAccounting, AllocatedMatchesReportedForEveryMethod) {
     const double slack = 0.05 * reported + 64.0 * 1024;
     EXPECT_NEAR(static_cast<double>(grown), reported, slack)
         << "allocated " << grown << " B, reported " << reported << " B (content "
-        << st.content_bytes << ", params " << st.codec_param_bytes << ", policy "
-        << st.policy_bytes << ", index " << st.index_bytes << ", overhead " << st.overhead_bytes
-        << ")";
+        << st.content_bytes << ", params " << st.codec_param_bytes << ", policy " << st.policy_bytes
+        << ", index " << st.index_bytes << ", overhead " << st.overhead_bytes << ")";
     // A budget far above the tokens held costs nothing: the same as a budget of exactly the
     // tokens fed.
     if (const size_t at = spec.find("budget=1073741824"); at != std::string::npos) {

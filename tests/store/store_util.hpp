@@ -11,7 +11,8 @@ namespace storetest {
 
 inline const vq::store::HeadStore& head_store(const vq::KVCache& c, int64_t b = 0, int64_t h = 0) {
   const auto* ec = dynamic_cast<const vq::eviction::EvictionCache*>(&c);
-  if (ec == nullptr) throw std::runtime_error("not a store-backed cache: " + c.config().to_string());
+  if (ec == nullptr)
+    throw std::runtime_error("not a store-backed cache: " + c.config().to_string());
   return ec->head_state(b, h).kv;
 }
 

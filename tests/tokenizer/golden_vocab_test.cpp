@@ -54,12 +54,14 @@ std::string show(const std::vector<int32_t>& v) {
 
 void check_vocab(const std::string& name, const std::string& expect_desc_prefix) {
   const std::string path = vq::locate_vocab_file(name);
-  if (path.empty()) GTEST_SKIP() << name << " not found (searched $VQ_VOCAB_DIR, $VQ_MODELS_DIR, ../shared/vocab)";
+  if (path.empty())
+    GTEST_SKIP() << name << " not found (searched $VQ_VOCAB_DIR, $VQ_MODELS_DIR, ../shared/vocab)";
   std::ifstream probe(path + ".inp");
   if (!probe) GTEST_SKIP() << name << ".inp not found next to " << path;
   const auto inputs = split_inputs(slurp(path + ".inp"));
   const auto outputs = read_outputs(slurp(path + ".out"));
-  ASSERT_EQ(inputs.size(), outputs.size()) << "the .inp and .out files disagree on the string count";
+  ASSERT_EQ(inputs.size(), outputs.size())
+      << "the .inp and .out files disagree on the string count";
   ASSERT_GE(inputs.size(), 40u);
   const auto tok = vq::tokenizer_from_gguf(vq::GgufFile::open(path));
   EXPECT_EQ(tok->description().rfind(expect_desc_prefix, 0), 0u) << tok->description();
@@ -69,16 +71,21 @@ void check_vocab(const std::string& name, const std::string& expect_desc_prefix)
     if (got == outputs[i]) {
       ++pass;
     } else {
-      ADD_FAILURE() << name << " string #" << i << " '" << inputs[i] << "'\n  want:" << show(outputs[i])
-                    << "\n  got: " << show(got);
+      ADD_FAILURE() << name << " string #" << i << " '" << inputs[i]
+                    << "'\n  want:" << show(outputs[i]) << "\n  got: " << show(got);
     }
   }
-  std::printf("[golden] %s: %zu / %zu strings match llama.cpp\n", name.c_str(), pass, inputs.size());
+  std::printf("[golden] %s: %zu / %zu strings match llama.cpp\n", name.c_str(), pass,
+              inputs.size());
   EXPECT_EQ(pass, inputs.size());
 }
 
-TEST(GoldenVocab, LlamaSpmMatchesLlamaCpp) { check_vocab("ggml-vocab-llama-spm.gguf", "gguf llama"); }
-TEST(GoldenVocab, Gpt2MatchesLlamaCpp) { check_vocab("ggml-vocab-gpt-2.gguf", "gguf gpt2"); }
+TEST(GoldenVocab, LlamaSpmMatchesLlamaCpp) {
+  check_vocab("ggml-vocab-llama-spm.gguf", "gguf llama");
+}
+TEST(GoldenVocab, Gpt2MatchesLlamaCpp) {
+  check_vocab("ggml-vocab-gpt-2.gguf", "gguf gpt2");
+}
 
 // Round trip through decode on the same strings (byte-exact for byte-level BPE; SPM drops the
 // dummy-prefix space only, which we add back).

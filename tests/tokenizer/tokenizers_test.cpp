@@ -29,7 +29,8 @@ std::string slurp(const std::string& path) {
 TEST(Pretokenizer, KnownSplits) {
   EXPECT_EQ(vq::pretokenize("gpt-2", "Hello world's 123  x"),
             (Pieces{"Hello", " world", "'s", " 123", " ", " x"}));
-  EXPECT_EQ(vq::pretokenize("llama3", "12345 abc\n\nHi"), (Pieces{"123", "45", " abc", "\n\n", "Hi"}));
+  EXPECT_EQ(vq::pretokenize("llama3", "12345 abc\n\nHi"),
+            (Pieces{"123", "45", " abc", "\n\n", "Hi"}));
   EXPECT_EQ(vq::pretokenize("llama-bpe", "I'M ok"), (Pieces{"I", "'M", " ok"}));
   EXPECT_EQ(vq::pretokenize("qwen2", "x12345"), (Pieces{"x", "1", "2", "3", "4", "5"}));
   EXPECT_EQ(vq::pretokenize("starcoder", "ab12"), (Pieces{"ab", "1", "2"}));
@@ -43,7 +44,8 @@ TEST(Pretokenizer, KnownSplits) {
 }
 
 TEST(Pretokenizer, EveryNamePreservesTheTextAndUnknownOnesAreRefused) {
-  const std::string text = "Hello, Wörld! 1234567 \t\n  ‘quotes’ 中文字符 한국어 ½ 🦙 x'll\r\n end  ";
+  const std::string text =
+      "Hello, Wörld! 1234567 \t\n  ‘quotes’ 中文字符 한국어 ½ 🦙 x'll\r\n end  ";
   for (const std::string& pre : vq::supported_gguf_pretokenizers()) {
     std::string joined;
     for (const std::string& p : vq::pretokenize(pre, text)) {
@@ -52,8 +54,9 @@ TEST(Pretokenizer, EveryNamePreservesTheTextAndUnknownOnesAreRefused) {
     }
     EXPECT_EQ(joined, text) << pre;
   }
-  for (const char* need : {"default", "gpt-2", "llama3", "llama-bpe", "qwen2", "falcon", "starcoder", "refact",
-                           "deepseek-llm", "deepseek-coder", "mpt", "gpt-neox"}) {
+  for (const char* need :
+       {"default", "gpt-2", "llama3", "llama-bpe", "qwen2", "falcon", "starcoder", "refact",
+        "deepseek-llm", "deepseek-coder", "mpt", "gpt-neox"}) {
     const auto v = vq::supported_gguf_pretokenizers();
     EXPECT_NE(std::find(v.begin(), v.end(), need), v.end()) << need;
   }
@@ -61,7 +64,9 @@ TEST(Pretokenizer, EveryNamePreservesTheTextAndUnknownOnesAreRefused) {
     vq::pretokenize("chatglm-bpe", "x");
     ADD_FAILURE() << "accepted";
   } catch (const vq::FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("'chatglm-bpe' is not supported (supported: default, gpt-2"), std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("'chatglm-bpe' is not supported (supported: default, gpt-2"),
+        std::string::npos)
         << e.what();
   }
 }
@@ -70,8 +75,18 @@ TEST(Pretokenizer, EveryNamePreservesTheTextAndUnknownOnesAreRefused) {
 // that is matched in text and a control token that is not (unless parse_special).
 vqtest::Bytes tiny_spm_gguf(const std::string& model = "llama") {
   vqtest::GgufWriter w;
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "ab",
-                                     "\xE2\x96\x81" "ab", "<0x63>", "<0x0A>", "[U]"};
+  std::vector<std::string> tokens = {"<unk>",
+                                     "<s>",
+                                     "</s>",
+                                     "\xE2\x96\x81",
+                                     "a",
+                                     "b",
+                                     "ab",
+                                     "\xE2\x96\x81"
+                                     "ab",
+                                     "<0x63>",
+                                     "<0x0A>",
+                                     "[U]"};
   std::vector<float> scores = {0, 0, 0, -1, -2, -2, -0.5f, -0.1f, 0, 0, 0};
   std::vector<int32_t> types = {2, 3, 3, 1, 1, 1, 1, 1, 6, 6, 4};
   w.kv_string("tokenizer.ggml.model", model);
@@ -84,16 +99,17 @@ vqtest::Bytes tiny_spm_gguf(const std::string& model = "llama") {
 }
 
 std::unique_ptr<vq::TextTokenizer> from_bytes(const vqtest::Bytes& b) {
-  return vq::tokenizer_from_gguf(vq::GgufFile::parse(vq::MappedFile::from_bytes(b.data(), b.size(), "v.gguf")));
+  return vq::tokenizer_from_gguf(
+      vq::GgufFile::parse(vq::MappedFile::from_bytes(b.data(), b.size(), "v.gguf")));
 }
 
 TEST(GgufVocab, SpmMergesByScoreWithByteFallbackAndSpecials) {
   const auto t = from_bytes(tiny_spm_gguf());
   EXPECT_EQ(t->bos_id(), 1);
   EXPECT_EQ(t->eos_id(), 2);
-  EXPECT_EQ(t->encode("ab", false), (std::vector<int32_t>{7}));               // "▁ab"
+  EXPECT_EQ(t->encode("ab", false), (std::vector<int32_t>{7}));  // "▁ab"
   EXPECT_EQ(t->encode("ab", true), (std::vector<int32_t>{1, 7}));
-  EXPECT_EQ(t->encode("abc\n", false), (std::vector<int32_t>{7, 8, 9}));      // c, \n by bytes
+  EXPECT_EQ(t->encode("abc\n", false), (std::vector<int32_t>{7, 8, 9}));  // c, \n by bytes
   EXPECT_EQ(t->encode("a ab", false), (std::vector<int32_t>{3, 4, 7}));
   // [U] (user-defined) is always matched; the text after it gets the space prefix again.
   EXPECT_EQ(t->encode("[U]ab", false), (std::vector<int32_t>{10, 7}));
@@ -114,7 +130,8 @@ TEST(GgufVocab, RefusalsNameTheProblem) {
     }
     return std::string("<accepted>");
   };
-  EXPECT_NE(msg(tiny_spm_gguf("bert")).find("tokenizer.ggml.model 'bert' is not supported (supported: llama, gpt2)"),
+  EXPECT_NE(msg(tiny_spm_gguf("bert"))
+                .find("tokenizer.ggml.model 'bert' is not supported (supported: llama, gpt2)"),
             std::string::npos);
   vqtest::GgufWriter none;
   none.kv_string("general.architecture", "llama");
@@ -124,19 +141,22 @@ TEST(GgufVocab, RefusalsNameTheProblem) {
   w.kv_string("tokenizer.ggml.model", "llama");
   w.kv_string_array("tokenizer.ggml.tokens", {"a", "b"});
   w.kv_array<float>("tokenizer.ggml.scores", 6, {0.0f});
-  EXPECT_NE(msg(w.build()).find("tokenizer.ggml.scores has 1 entries for 2 tokens"), std::string::npos);
+  EXPECT_NE(msg(w.build()).find("tokenizer.ggml.scores has 1 entries for 2 tokens"),
+            std::string::npos);
   vqtest::GgufWriter b;
   b.kv_string("tokenizer.ggml.model", "llama");
   b.kv_string_array("tokenizer.ggml.tokens", {"a", "b"});
   b.kv_array<float>("tokenizer.ggml.scores", 6, {0.0f, 0.0f});
   b.kv<uint32_t>("tokenizer.ggml.bos_token_id", 4, 7);
-  EXPECT_NE(msg(b.build()).find("tokenizer.ggml.bos_token_id = 7 is outside the vocabulary [0, 2)"), std::string::npos);
+  EXPECT_NE(msg(b.build()).find("tokenizer.ggml.bos_token_id = 7 is outside the vocabulary [0, 2)"),
+            std::string::npos);
   vqtest::GgufWriter g;
   g.kv_string("tokenizer.ggml.model", "gpt2");
   g.kv_string("tokenizer.ggml.pre", "tekken-x");
   g.kv_string_array("tokenizer.ggml.tokens", {"a", "b"});
   g.kv_string_array("tokenizer.ggml.merges", {"a b"});
-  EXPECT_NE(msg(g.build()).find("tokenizer.ggml.pre 'tekken-x' is not supported"), std::string::npos);
+  EXPECT_NE(msg(g.build()).find("tokenizer.ggml.pre 'tekken-x' is not supported"),
+            std::string::npos);
 }
 
 // tokenizer.json built from the GPT-2 GGUF vocabulary: same ids as the golden file.
@@ -152,7 +172,11 @@ TEST(HfTokenizerJson, ByteLevelBpeMatchesTheGgufGolden) {
   nlohmann::json j = {
       {"version", "1.0"},
       {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", false},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
       {"added_tokens", {{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true}}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
   const fs::path dir = fs::temp_directory_path() / ("vq_hf_tok_" + std::to_string(::getpid()));
@@ -195,8 +219,9 @@ TEST(HfTokenizerJson, UnsupportedPiecesAreRefusedByName) {
     }
     return std::string("<accepted>");
   };
-  nlohmann::json base = {{"pre_tokenizer", {{"type", "ByteLevel"}}},
-                         {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}}};
+  nlohmann::json base = {
+      {"pre_tokenizer", {{"type", "ByteLevel"}}},
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array()}}}};
   EXPECT_EQ(msg(base), "<accepted>");
   auto wp = base;
   wp["model"]["type"] = "WordPiece";
@@ -231,7 +256,8 @@ void check_gguf_vocab_against_bin(const std::string& gguf, const std::string& bi
   const std::string gpath = vq::locate_model_file(gguf);
   const std::string tpath = vq::locate_model_file(bin);
   const std::string text = vq::locate_model_file("tinystories-val.txt");
-  if (gpath.empty() || tpath.empty() || text.empty()) GTEST_SKIP() << gguf << " / " << bin << " / tinystories-val.txt not found";
+  if (gpath.empty() || tpath.empty() || text.empty())
+    GTEST_SKIP() << gguf << " / " << bin << " / tinystories-val.txt not found";
   const auto gt = vq::load_tokenizer(gpath);
   const vq::Tokenizer lt = vq::Tokenizer::load(tpath);
   EXPECT_EQ(gt->vocab_size(), lt.vocab_size());
@@ -246,7 +272,9 @@ void check_gguf_vocab_against_bin(const std::string& gguf, const std::string& bi
   EXPECT_GT(lines, 10);
 }
 
-TEST(GgufVocab, Stories260KVocabAgreesWithTok512Bin) { check_gguf_vocab_against_bin("stories260K.gguf", "tok512.bin"); }
+TEST(GgufVocab, Stories260KVocabAgreesWithTok512Bin) {
+  check_gguf_vocab_against_bin("stories260K.gguf", "tok512.bin");
+}
 TEST(GgufVocab, BabyllamaCharVocabAgreesWithTok105Bin) {
   check_gguf_vocab_against_bin("babyllama-char.gguf", "tok105.bin");
 }
@@ -260,8 +288,9 @@ TEST(SentencePiece, TokenizerModelAgreesWithItsBinAndRoundTrips) {
   const vq::Tokenizer lt = vq::Tokenizer::load(bpath);
   EXPECT_EQ(sp->vocab_size(), lt.vocab_size());
   EXPECT_EQ(sp->bos_id(), 1);
-  for (const std::string s : {"Call me Ishmael.", "And God said, Let there be light: and there was light.",
-                              "The Union is strong; 1865 -- caf\xC3\xA9 \xE2\x82\xAC"}) {
+  for (const std::string s :
+       {"Call me Ishmael.", "And God said, Let there be light: and there was light.",
+        "The Union is strong; 1865 -- caf\xC3\xA9 \xE2\x82\xAC"}) {
     EXPECT_EQ(sp->encode(s, true), lt.encode(s, true, false)) << s;
     EXPECT_EQ(sp->decode(sp->encode(s, false)), s);
   }
@@ -291,11 +320,13 @@ TEST(TokenizeCli, PrintsIdsOnOneLine) {
   const std::string bin = vq::locate_model_file("stories260K.bin");
   if (!bin.empty()) {
     // A llama2.c checkpoint: its known tokenizer (tok512.bin) is used; same ids as the GGUF copy.
-    const vqtest::CliRun a = vqtest::run_cli("tokenize --model " + bin + " --text-string 'Once upon a time'");
+    const vqtest::CliRun a =
+        vqtest::run_cli("tokenize --model " + bin + " --text-string 'Once upon a time'");
     const std::string g = vq::locate_model_file("stories260K.gguf");
     EXPECT_EQ(a.status, 0) << a.out;
     if (!g.empty()) {
-      EXPECT_EQ(a.out, vqtest::run_cli("tokenize --model " + g + " --text-string 'Once upon a time'").out);
+      EXPECT_EQ(a.out,
+                vqtest::run_cli("tokenize --model " + g + " --text-string 'Once upon a time'").out);
     }
   }
 }
@@ -319,9 +350,11 @@ TEST(HfTokenizerJson, SplitThenByteLevelAgreesWithGgufLlama3Pre) {
   w.kv_string_array("tokenizer.ggml.tokens", tokens);
   w.kv_string_array("tokenizer.ggml.merges", merges);
   const vqtest::Bytes gb = w.build();
-  const auto gg = vq::tokenizer_from_gguf(vq::GgufFile::parse(vq::MappedFile::from_bytes(gb.data(), gb.size())));
+  const auto gg = vq::tokenizer_from_gguf(
+      vq::GgufFile::parse(vq::MappedFile::from_bytes(gb.data(), gb.size())));
   const std::string llama3 =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   nlohmann::json vocab = nlohmann::json::object();
   for (size_t i = 0; i < tokens.size(); ++i) vocab[tokens[i]] = i;
@@ -330,8 +363,14 @@ TEST(HfTokenizerJson, SplitThenByteLevelAgreesWithGgufLlama3Pre) {
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", llama3}}}, {"behavior", "Isolated"}, {"invert", false}},
-          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}}},
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", llama3}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
+          {{"type", "ByteLevel"},
+           {"add_prefix_space", false},
+           {"trim_offsets", true},
+           {"use_regex", false}}}}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", true}}}};
   const fs::path dir = fs::temp_directory_path() / ("vq_hf_l3_" + std::to_string(::getpid()));
   fs::create_directories(dir);

@@ -19,7 +19,8 @@ vq::Tensor heavy_tailed(int64_t S, uint64_t seed) {
     for (int64_t s = 0; s < S; ++s) {
       const double a = rng.normal(), b = rng.normal(), c = rng.normal();
       for (int64_t d = 0; d < kD; ++d) {
-        double v = a * std::sin(0.3 * d) + b * std::cos(0.7 * d) + 0.5 * c * (d % 3) + 0.2 * rng.normal();
+        double v =
+            a * std::sin(0.3 * d) + b * std::cos(0.7 * d) + 0.5 * c * (d % 3) + 0.2 * rng.normal();
         if (rng.uniform() < 0.01) v *= 25.0;
         x.at(0, h, s, d) = static_cast<float>(v);
       }
@@ -31,7 +32,8 @@ double rel_err(const std::string& spec, const vq::Tensor& x, int64_t* bytes = nu
   auto c = vq::make_codec(spec, kD);
   const auto blk = c->encode(x);
   if (bytes) *bytes = blk.total_bytes();
-  for (const auto& s : blk.sections) EXPECT_EQ(s.breakdown.total(), static_cast<int64_t>(s.bytes.size()));
+  for (const auto& s : blk.sections)
+    EXPECT_EQ(s.breakdown.total(), static_cast<int64_t>(s.bytes.size()));
   const auto y = c->decode(blk);
   double e = 0, n = 0;
   for (int64_t i = 0; i < x.numel(); ++i) {

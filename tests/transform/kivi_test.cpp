@@ -30,7 +30,8 @@ void expect_within_step(const vq::Tensor& x, const vq::Tensor& y, int64_t n_quan
         }
         const double half_step = (hi - lo) / 6.0;
         for (int64_t i = 0; i < 32; ++i)
-          ASSERT_LE(std::fabs(at(y, i) - at(x, i)), half_step * 1.001 + 1e-3 * std::fabs(at(x, i)) + 1e-6);
+          ASSERT_LE(std::fabs(at(y, i) - at(x, i)),
+                    half_step * 1.001 + 1e-3 * std::fabs(at(x, i)) + 1e-6);
       }
 }
 
@@ -59,7 +60,8 @@ TEST(KiviTransform, RecentWindowExactAndErrorBounded) {
   const auto r = cache->fetch();
   // The quantized tokens really are 2-bit (not exact) and within half a quantization step.
   bool lossy = false;
-  for (int64_t d = 0; d < kD; ++d) lossy = lossy || r.keys.at(0, 0, 0, d) != vq::round_to_fp16(K.at(0, 0, 0, d));
+  for (int64_t d = 0; d < kD; ++d)
+    lossy = lossy || r.keys.at(0, 0, 0, d) != vq::round_to_fp16(K.at(0, 0, 0, d));
   EXPECT_TRUE(lossy);
   expect_within_step(K, r.keys, 160, true);
   expect_within_step(V, r.values, 160, false);

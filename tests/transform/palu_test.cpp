@@ -25,7 +25,8 @@ TEST(PaluTransform, SplitRule) {
 TEST(PaluTransform, CacheSplitsKeysAndValues) {
   for (const char* spec : {"palu", "palu:rank=8"}) {
     auto cache = vq::make_cache(vq::CacheConfig::parse(spec), kD);
-    cache->update(vqtest::random_tensor(1, 1, 200, kD, 31), vqtest::random_tensor(1, 1, 200, kD, 32));
+    cache->update(vqtest::random_tensor(1, 1, 200, kD, 31),
+                  vqtest::random_tensor(1, 1, 200, kD, 32));
     const bool full = std::string(spec) == "palu";
     for (int kv = 0; kv < 2; ++kv) {
       const auto& c = storetest::codec<vq::codecs::PcaCodec>(*cache, 0, 0, kv);

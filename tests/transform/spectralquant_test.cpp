@@ -36,7 +36,8 @@ TEST(SpectralquantTransform, PlantedSpectrumSplit) {
   for (int64_t s = 0; s < S; ++s)
     for (int64_t d = 0; d < kD; ++d)
       K.at(0, 0, s, d) = static_cast<float>((d < 3 ? 10.0 : 0.3) * rng.normal());
-  auto cache = vq::make_cache(vq::CacheConfig::parse("spectralquant:signal_bits=5,noise_bits=1"), kD);
+  auto cache =
+      vq::make_cache(vq::CacheConfig::parse("spectralquant:signal_bits=5,noise_bits=1"), kD);
   cache->update(K, K);
   vq::transform::PcaSettings ps;  // the variances do not depend on the allocation rule
   ps.rule = vq::transform::AllocRule::Uniform;
@@ -54,7 +55,8 @@ TEST(SpectralquantTransform, PlantedSpectrumSplit) {
   auto c8 = vq::make_cache(vq::CacheConfig::parse("spectralquant"), kD);
   c8->update(K, K);
   int n_sig = 0;
-  for (int b : storetest::codec<vq::codecs::PcaCodec>(*c8, 0, 0, 1).widths()) n_sig += b == 4 ? 1 : 0;
+  for (int b : storetest::codec<vq::codecs::PcaCodec>(*c8, 0, 0, 1).widths())
+    n_sig += b == 4 ? 1 : 0;
   EXPECT_EQ(n_sig, 8);
 }
 

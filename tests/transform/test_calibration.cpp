@@ -4,9 +4,9 @@
 // comparison of calibrated vs local bases on a real model.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include "codecs/pca_codec.hpp"
 #include "store/store_util.hpp"
-#include <sys/wait.h>
 
 #include <Eigen/Dense>
 #include <array>
@@ -51,14 +51,15 @@ std::vector<float> rows_in_basis(const RowMatD& Q, int64_t n, uint64_t seed, dou
   for (int64_t t = 0; t < n; ++t) {
     Eigen::RowVectorXd r = Eigen::RowVectorXd::Constant(D, mu);
     for (int64_t j = 0; j < D; ++j) r += rng.normal() * 4.0 / static_cast<double>(j + 1) * Q.row(j);
-    for (int64_t d = 0; d < D; ++d) x[static_cast<size_t>(t * D + d)] = round_to_fp16(static_cast<float>(r(d)));
+    for (int64_t d = 0; d < D; ++d)
+      x[static_cast<size_t>(t * D + d)] = round_to_fp16(static_cast<float>(r(d)));
   }
   return x;
 }
 
 /// A calibration of L layers, H heads, head_dim D, every stream fitted on rows of basis Q.
-Calibration synthetic_calibration(int64_t L, int64_t H, int64_t D, const RowMatD& Q,
-                                  uint64_t seed, int64_t n = 2000, int64_t chunk = 64) {
+Calibration synthetic_calibration(int64_t L, int64_t H, int64_t D, const RowMatD& Q, uint64_t seed,
+                                  int64_t n = 2000, int64_t chunk = 64) {
   Calibration c;
   c.n_layers = L;
   c.n_kv_heads = H;
@@ -349,8 +350,8 @@ class CalibratedCache : public ::testing::Test {
 TEST_F(CalibratedCache, ReconstructsWithoutStoringABasisAndStartsAtOnce) {
   const Tensor K = data(96, 500), V = data(96, 600);
   for (const std::string q : {"chunk", "calibrated"}) {
-    const std::string spec = "kvtc:bit_budget=64,bit_choices=0,8,chunk_tokens=32,quant=" + q +
-                             ",basis=" + path;
+    const std::string spec =
+        "kvtc:bit_budget=64,bit_choices=0,8,chunk_tokens=32,quant=" + q + ",basis=" + path;
     auto cache = make_cache(CacheConfig::parse(spec), D, 1, 2);
     // No fit wait: the first chunk is encoded as soon as 32 rows are there.
     cache->update(K.slice_tokens(0, 31), V.slice_tokens(0, 31));
@@ -388,15 +389,15 @@ TEST_F(CalibratedCache, MismatchesAreRefused) {
   auto three_heads = make_cache(CacheConfig::parse("kvtc:chunk_tokens=8" + b), D, 0, 2);
   const Tensor K3(1, 3, 4, D), V3(1, 3, 4, D);
   EXPECT_THROW(three_heads->update(K3, V3), InvalidArgument);
-  EXPECT_THROW(make_cache(CacheConfig::parse("kvtc:basis=" + temp_path("none.vqcal")), D),
-               IoError);
+  EXPECT_THROW(make_cache(CacheConfig::parse("kvtc:basis=" + temp_path("none.vqcal")), D), IoError);
   EXPECT_THROW(CacheConfig::parse("kvtc:alloc=dp_measured"), InvalidArgument);
   EXPECT_THROW(CacheConfig::parse("kvtc:quant=calibrated"), InvalidArgument);
   EXPECT_THROW(make_codec("kvtc:chunk_tokens=8" + b, D), InvalidArgument);
   EXPECT_THROW(make_codec("kvtc:sink_tokens=4", D), InvalidArgument);
   // the per-chunk table was measured with chunk_tokens = 32
-  EXPECT_THROW(make_cache(CacheConfig::parse("kvtc:chunk_tokens=16,alloc=dp_measured" + b), D, 0, 2),
-               InvalidArgument);
+  EXPECT_THROW(
+      make_cache(CacheConfig::parse("kvtc:chunk_tokens=16,alloc=dp_measured" + b), D, 0, 2),
+      InvalidArgument);
   EXPECT_NO_THROW(make_cache(
       CacheConfig::parse("kvtc:chunk_tokens=16,alloc=dp_measured,quant=calibrated" + b), D, 0, 2));
 }
@@ -459,8 +460,10 @@ TEST(KvtcSinkRecent, SinkAndRecentRowsAreExactFp16AndCounted) {
     K.data()[i] = static_cast<float>(rng.normal() * 3.1);
     V.data()[i] = static_cast<float>(rng.normal() * 1.7);
   }
-  auto cache = make_cache("kvtc:sink_tokens=4,recent_tokens=10,chunk_tokens=16,fit_tokens=16,"
-                          "bit_budget=16", D);
+  auto cache = make_cache(
+      "kvtc:sink_tokens=4,recent_tokens=10,chunk_tokens=16,fit_tokens=16,"
+      "bit_budget=16",
+      D);
   for (int64_t s = 0; s < S; ++s) cache->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1));
   // 66 rows after the sinks; chunks of 16 are encoded while 10 stay raw after them: the fit at
   // 16 rows encodes 6 (16 - 10), then chunks at 32, 48, 64 rows seen: 6 + 16 * 3 = 54, 12 raw.
@@ -522,7 +525,8 @@ TEST(KvtcRope, PreRopeKeysThroughTheEngineOnStories260K) {
         const double f = std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(D));
         const double a = static_cast<double>(t) * f;
         const double k0 = pre.keys.at(0, h, t, 2 * i), k1 = pre.keys.at(0, h, t, 2 * i + 1);
-        const double r0 = k0 * std::cos(a) - k1 * std::sin(a), r1 = k0 * std::sin(a) + k1 * std::cos(a);
+        const double r0 = k0 * std::cos(a) - k1 * std::sin(a),
+                     r1 = k0 * std::sin(a) + k1 * std::cos(a);
         const double p0 = post.keys.at(0, h, t, 2 * i), p1 = post.keys.at(0, h, t, 2 * i + 1);
         max_rot = std::max({max_rot, std::abs(r0 - p0) / (1 + std::abs(p0)),
                             std::abs(r1 - p1) / (1 + std::abs(p1))});
@@ -533,8 +537,8 @@ TEST(KvtcRope, PreRopeKeysThroughTheEngineOnStories260K) {
   // 8 bits on every component, pre vs post: both close to full.
   // fit_tokens = 64 so that the local fit is full rank (8 tokens give a rank-7 centered fit and
   // a dropped component).
-  const std::string b8 = "kvtc:bit_budget=" + std::to_string(8 * D) +
-                         ",bit_choices=0,8,chunk_tokens=32,fit_tokens=64";
+  const std::string b8 =
+      "kvtc:bit_budget=" + std::to_string(8 * D) + ",bit_choices=0,8,chunk_tokens=32,fit_tokens=64";
   run(b8, l8post);
   run(b8 + ",rope=pre", l8pre);
   double d8post = 0, d8pre = 0;
@@ -562,9 +566,9 @@ TEST(CalibrateCli, WritesALoadableFile) {
   VQ_REQUIRE_MODEL_FILE(tok, "tok512.bin");
   VQ_REQUIRE_MODEL_FILE(text, "tinystories-val.txt");
   const std::string out = temp_path("cli.vqcal");
-  const CliRun r = run_cli("calibrate --model '" + model + "' --tokenizer '" + tok + "' --text '" +
-                           text + "' --max-tokens 600 --skip-tokens 100 --rope pre --out '" +
-                           out + "'");
+  const CliRun r =
+      run_cli("calibrate --model '" + model + "' --tokenizer '" + tok + "' --text '" + text +
+              "' --max-tokens 600 --skip-tokens 100 --rope pre --out '" + out + "'");
   ASSERT_EQ(r.status, 0) << r.out;
   const Calibration c = Calibration::load(out);
   EXPECT_EQ(c.n_layers, 5);
@@ -573,9 +577,11 @@ TEST(CalibrateCli, WritesALoadableFile) {
   EXPECT_EQ(c.rope, RopeMode::Pre);
   EXPECT_EQ(c.tokens, 602);  // 600 text tokens in 2 windows, each with its BOS
   EXPECT_EQ(c.chunk_tokens, 128);
-  auto cache = make_cache(CacheConfig::parse("kvtc:rope=pre,alloc=dp_measured,basis=" + out), 8, 4, 5);
+  auto cache =
+      make_cache(CacheConfig::parse("kvtc:rope=pre,alloc=dp_measured,basis=" + out), 8, 4, 5);
   EXPECT_TRUE(cache->wants_pre_rope_keys());
-  const CliRun bad = run_cli("calibrate --model '" + model + "' --out '" + out + "' --rope sideways");
+  const CliRun bad =
+      run_cli("calibrate --model '" + model + "' --out '" + out + "' --rope sideways");
   EXPECT_NE(bad.status, 0);
   std::filesystem::remove(out);
 #endif

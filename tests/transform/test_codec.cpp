@@ -25,7 +25,8 @@ constexpr int64_t kD = 16;
 std::vector<std::string> transform_ids() {
   std::vector<std::string> ids;
   for (const auto& m : vq::methods())
-    if (m.family == vq::Family::Transform && m.make_codec) ids.push_back(m.id);  // with a storage form
+    if (m.family == vq::Family::Transform && m.make_codec)
+      ids.push_back(m.id);  // with a storage form
   return ids;
 }
 
@@ -33,7 +34,8 @@ std::vector<std::string> transform_ids() {
 std::string generous(const std::string& id) {
   const vq::MethodInfo& m = vq::find_method(id);
   std::string spec = id;
-  if (vq::find_option(m, "bit_budget")) spec += ":bit_budget=" + std::to_string(8 * kD) + ",chunk_tokens=24";
+  if (vq::find_option(m, "bit_budget"))
+    spec += ":bit_budget=" + std::to_string(8 * kD) + ",chunk_tokens=24";
   // Fixed-rate methods (svdq, palu, spectralquant, gear, kivi): every width at 8 bits.
   std::string extra;
   for (const char* o : {"schedule", "hi_bits", "lo_bits", "signal_bits", "noise_bits", "bits"})
@@ -85,7 +87,8 @@ TEST_P(TransformCodec, RoundTripDeterminismAndBreakdown) {
   EXPECT_LT(err / energy, bound);
   // Deterministic: the same input gives the same bytes.
   const vq::EncodedBlock again = c->encode(x);
-  for (size_t i = 0; i < blk.sections.size(); ++i) EXPECT_EQ(again.sections[i].bytes, blk.sections[i].bytes);
+  for (size_t i = 0; i < blk.sections.size(); ++i)
+    EXPECT_EQ(again.sections[i].bytes, blk.sections[i].bytes);
 }
 
 TEST_P(TransformCodec, EmptyAndOneTokenBlocks) {
@@ -104,7 +107,8 @@ TEST_P(TransformCodec, RejectsMalformedBlocks) {
   const vq::Tensor x = fp16_tensor(2, 40, 3);
   const vq::EncodedBlock good = c->encode(x);
   auto expect_reject = [&](const vq::EncodedBlock& b, const std::string& what) {
-    std::vector<float> out(static_cast<size_t>(std::max<int64_t>(b.H, 1) * std::max<int64_t>(b.S, 0) * kD + 1));
+    std::vector<float> out(
+        static_cast<size_t>(std::max<int64_t>(b.H, 1) * std::max<int64_t>(b.S, 0) * kD + 1));
     EXPECT_THROW(c->decode(b, out.data()), vq::FormatError) << what;
   };
   {  // every truncation of the first section
@@ -208,7 +212,8 @@ TEST(TransformCodecGgml, CoupledRowsAndTheirByteCount) {
     auto c = vq::make_codec(id, kD);
     const vq::Tensor x = fp16_tensor(3, 10, 7);
     const vq::EncodedBlock blk = c->encode(x);
-    const auto t = std::string(id) == "q8_0" ? vq::coding::GgmlType::Q8_0 : vq::coding::GgmlType::Q4_0;
+    const auto t =
+        std::string(id) == "q8_0" ? vq::coding::GgmlType::Q8_0 : vq::coding::GgmlType::Q4_0;
     EXPECT_EQ(blk.total_bytes(), 10 * 2 * vq::coding::ggml_block_bytes(t));
     EXPECT_EQ(blk.breakdown().params, 10 * 2 * 2);
     // The first block of token 0 is heads 0 and 1 of that token, quantized together.
@@ -223,7 +228,8 @@ TEST(TransformCodecGgml, CoupledRowsAndTheirByteCount) {
 
 TEST(TransformCodecGgml, CacheBytesPerTokenMatchLlamaCpp) {
   auto cache = vq::make_cache("q8_0", 32);
-  const vq::Tensor K = vqtest::random_tensor(1, 4, 50, 32, 1), V = vqtest::random_tensor(1, 4, 50, 32, 2);
+  const vq::Tensor K = vqtest::random_tensor(1, 4, 50, 32, 1),
+                   V = vqtest::random_tensor(1, 4, 50, 32, 2);
   cache->update(K.slice_tokens(0, 10), V.slice_tokens(0, 10));
   for (int64_t s = 10; s < 50; ++s) cache->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1));
   const vq::CacheStats st = cache->stats();

@@ -7,11 +7,11 @@
 #include <Eigen/Dense>
 #include <cmath>
 
+#include "codecs/pca_codec.hpp"
 #include "core/rng.hpp"
 #include "eval/bench_kvtc.hpp"
-#include "transform/pca_coder.hpp"
-#include "codecs/pca_codec.hpp"
 #include "store/store_util.hpp"
+#include "transform/pca_coder.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/codec.hpp"
 #include "veloxquant/errors.hpp"
@@ -34,7 +34,8 @@ Tensor low_rank(int64_t H, int64_t S, int64_t D, int64_t rank, uint64_t seed, do
       for (auto& v : z) v = rng.normal();
       for (int64_t d = 0; d < D; ++d) {
         double s = offset + noise * rng.normal();
-        for (int64_t i = 0; i < rank; ++i) s += z[static_cast<size_t>(i)] * M[static_cast<size_t>(i * D + d)];
+        for (int64_t i = 0; i < rank; ++i)
+          s += z[static_cast<size_t>(i)] * M[static_cast<size_t>(i * D + d)];
         x.at(0, h, t, d) = round_to_fp16(static_cast<float>(s));
       }
     }
@@ -236,7 +237,8 @@ TEST(KvtcCache, ByteAccountingAddsUp) {
   // The resident codes: every encoded row at its packed width, plus the fp16 window.
   const auto& c = pca_codec(*cache, 0, 0, 0);
   const double rows = st.get("encoded_tokens"), raw = st.get("raw_tokens");
-  EXPECT_GE(st.content_bytes, 2 * 2 * (rows * static_cast<double>(c.row_bytes()) + raw * D * 2) - 1e-9);
+  EXPECT_GE(st.content_bytes,
+            2 * 2 * (rows * static_cast<double>(c.row_bytes()) + raw * D * 2) - 1e-9);
 }
 
 TEST(KvtcCache, CompressionRatioAboveOneForKeysAndValuesOnALongLowRankSequence) {
@@ -279,7 +281,8 @@ TEST(KvtcCache, OptionsAreValidated) {
   EXPECT_THROW(CacheConfig::parse("kvtc:beta=1"), InvalidArgument);
   EXPECT_THROW(CacheConfig::parse("kvtc:alloc=greedy"), InvalidArgument);
   EXPECT_THROW(CacheConfig::parse("kvtc:chunk_tokens=0"), InvalidArgument);
-  const CacheConfig c = CacheConfig::parse("kvtc:bit_budget=64,bit_choices=0,2,4,beta=3,alloc=waterfill");
+  const CacheConfig c =
+      CacheConfig::parse("kvtc:bit_budget=64,bit_choices=0,2,4,beta=3,alloc=waterfill");
   EXPECT_EQ(CacheConfig::parse(c.to_string()), c);
 }
 
