@@ -35,7 +35,9 @@ echo "== hardening 1/4: configure + build ($BUILD, ASan + UBSan, -O1, fuzz=$FUZZ
 t0=$SECONDS
 cmake -S . -B "$BUILD" -G Ninja "${GEN[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
-  -DVQ_SANITIZE=ON -DVQ_BUILD_FUZZ="$FUZZ" -DVQ_BUILD_BENCH=OFF -DVQ_BUILD_PYTHON=OFF > /dev/null
+  -DVQ_SANITIZE=ON -DVQ_BUILD_FUZZ="$FUZZ" -DVQ_BUILD_BENCH=OFF -DVQ_BUILD_PYTHON=OFF \
+  $(command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+    -DCMAKE_C_COMPILER_LAUNCHER=ccache) > /dev/null
 # Only what the stages below run: the test binary, the CLI it drives, the replay drivers and the
 # libFuzzer targets (no C example, install consumers or benchmarks).
 targets=(vq_tests veloxquant_cli)

@@ -8,7 +8,12 @@ echo "== clang-format --dry-run -Werror"
 bash scripts/check_format.sh
 BUILD="${VQ_BUILD_DIR:-build-test}"
 JOBS="${VQ_JOBS:-$(nproc)}"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_WERROR=ON
+# ccache, when the machine has it, makes a rebuild of unchanged sources cheap (not required).
+LAUNCH=()
+if command -v ccache >/dev/null 2>&1; then
+  LAUNCH=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_WERROR=ON "${LAUNCH[@]}"
 cmake --build "$BUILD" -j "$JOBS"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
 if [[ -x scripts/test_extras.sh ]]; then bash scripts/test_extras.sh "$BUILD"; fi
