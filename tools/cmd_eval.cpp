@@ -61,8 +61,8 @@ std::vector<std::string> split_methods(const std::string& s) {
   return out;
 }
 
-// scripts/<name> (plot_eval.py, plot_prefill.py) next to the project root: the current directory or two levels above the
-// executable (<root>/<build>/bin/veloxquant).
+// scripts/<name> (plot_eval.py, plot_prefill.py) next to the project root: the current directory or
+// two levels above the executable (<root>/<build>/bin/veloxquant).
 std::string find_plot_script(const std::string& name) {
   std::error_code ec;
   std::vector<fs::path> roots{fs::current_path(ec)};
@@ -72,8 +72,7 @@ std::string find_plot_script(const std::string& name) {
   for (const auto& r : roots) candidates.push_back(r / "scripts" / name);
   // An installed CLI (<prefix>/bin/veloxquant) finds the copy `cmake --install` puts in
   // <prefix>/share/veloxquant.
-  if (!ec)
-    candidates.push_back(exe.parent_path().parent_path() / "share" / "veloxquant" / name);
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share" / "veloxquant" / name);
   for (const auto& p : candidates)
     if (fs::is_regular_file(p, ec)) return p.string();
   VQ_THROW(vq::IoError, "--plot: ", name,
@@ -139,8 +138,7 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
   const vq::ModelConfig& mc = model.config();
   vq::eval::PrefillOptions po;
   po.methods = methods_given ? split_methods(a.methods) : vq::eval::default_one_shot_methods();
-  VQ_CHECK(!po.methods.empty(), vq::InvalidArgument, "--methods '", a.methods,
-           "' names no method");
+  VQ_CHECK(!po.methods.empty(), vq::InvalidArgument, "--methods '", a.methods, "' names no method");
   std::vector<std::string> plain;  // the specs without a head-budget prefix, for the checks
   for (const auto& m : po.methods)
     plain.push_back(m.find('/') == std::string::npos ? m : m.substr(m.find('/') + 1));
@@ -151,9 +149,9 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
   po.seed = a.seed;
   int64_t runs = 1;
   for (const auto& m : po.methods) {
-    const bool codec_alone = m.find('/') == std::string::npos &&
-                             vq::find_method(vq::CacheConfig::parse(m).method()).family ==
-                                 vq::Family::Transform;
+    const bool codec_alone =
+        m.find('/') == std::string::npos &&
+        vq::find_method(vq::CacheConfig::parse(m).method()).family == vq::Family::Transform;
     runs += codec_alone ? 1 : static_cast<int64_t>(po.ratios.size());
   }
   Progress prog(g, "eval --protocol prefill (window x run)",
@@ -163,11 +161,11 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
   prog.finish();
   const bool json_stdout = a.json == "-";
   if (!json_stdout) {
-    std::printf(
-        "model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
-        model_path.c_str(), static_cast<long long>(mc.dim), static_cast<long long>(mc.n_layers),
-        static_cast<long long>(mc.n_heads), static_cast<long long>(mc.n_kv_heads),
-        static_cast<long long>(mc.head_dim()), static_cast<long long>(mc.seq_len));
+    std::printf("model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
+                model_path.c_str(), static_cast<long long>(mc.dim),
+                static_cast<long long>(mc.n_layers), static_cast<long long>(mc.n_heads),
+                static_cast<long long>(mc.n_kv_heads), static_cast<long long>(mc.head_dim()),
+                static_cast<long long>(mc.seq_len));
     std::printf(
         "prefill protocol, text %s: %lld tokens skipped, %lld windows (%lld too short left out), "
         "context %lld, continuation up to %lld, %lld predicted tokens\n",
@@ -185,10 +183,10 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
            fmt("%.4f", rep.reference.perplexity), "+0", fmt("%.2f", rep.reference.bytes_per_token),
            fmt("%.2fx", rep.reference.compression_ratio)});
     for (const auto& r : rep.methods)
-      t.add({r.spec, fmt("%.3f", r.evict_ratio), fmt("%lld", static_cast<long long>(r.kept_per_head)),
-             fmt("%.5f", r.kl_mean), fmt("%.4f", r.top1_agreement), fmt("%.4f", r.perplexity),
-             fmt("%+.4f", r.ppl_delta), fmt("%.2f", r.bytes_per_token),
-             fmt("%.2fx", r.compression_ratio)});
+      t.add({r.spec, fmt("%.3f", r.evict_ratio),
+             fmt("%lld", static_cast<long long>(r.kept_per_head)), fmt("%.5f", r.kl_mean),
+             fmt("%.4f", r.top1_agreement), fmt("%.4f", r.perplexity), fmt("%+.4f", r.ppl_delta),
+             fmt("%.2f", r.bytes_per_token), fmt("%.2fx", r.compression_ratio)});
     t.print();
   }
   nlohmann::json jm = nlohmann::json::array();
@@ -251,7 +249,7 @@ void register_eval(CLI::App& app, Globals& g) {
       "tinystories-val.txt with the default method set");
   struct Opts {
     std::string model, tokenizer, text, methods, json, plot, protocol = "decode",
-                                                              ratios = "0.25,0.5,0.75,0.875";
+                                                             ratios = "0.25,0.5,0.75,0.875";
     int64_t context = 0, continuation = 0;
     int64_t max_tokens = kDefaultMaxTokens, prefill = 0, skip_tokens = 0;
     uint64_t seed = 0;
@@ -307,9 +305,10 @@ void register_eval(CLI::App& app, Globals& g) {
   cmd->callback([o, &g, methods_opt] {
     check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
                    {{"--json", o->json}, {"--plot", o->plot}});
-    const std::string plot_script = o->plot.empty()  ? std::string()
-                                    : check_plot_ready(o->protocol == "prefill" ? "plot_prefill.py"
-                                                                                : "plot_eval.py");
+    const std::string plot_script =
+        o->plot.empty()
+            ? std::string()
+            : check_plot_ready(o->protocol == "prefill" ? "plot_prefill.py" : "plot_eval.py");
     const std::string model_path = resolve_model(o->model);
     const vq::Model model = vq::Model::load(model_path);
     const vq::ModelConfig& mc = model.config();
@@ -320,10 +319,9 @@ void register_eval(CLI::App& app, Globals& g) {
                                       "evaluate", text_path);
 
     if (o->protocol == "prefill") {
-      PrefillArgs a{o->methods, o->ratios,  o->json,         o->plot,          plot_script,
-                    o->context, o->continuation, o->skip_tokens, o->seed,        o->allow_foreign};
-      run_prefill(a, methods_opt->count() > 0, model_path, tok_path, text_path, model, windows,
-                  g);
+      PrefillArgs a{o->methods, o->ratios,       o->json,        o->plot, plot_script,
+                    o->context, o->continuation, o->skip_tokens, o->seed, o->allow_foreign};
+      run_prefill(a, methods_opt->count() > 0, model_path, tok_path, text_path, model, windows, g);
       return;
     }
     vq::eval::FidelityOptions fo;

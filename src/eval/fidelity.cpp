@@ -278,7 +278,8 @@ struct Score {
            int32_t target, std::vector<double>& lp) {
     log_softmax(lg, V, lp.data());
     double kl = 0;
-    for (int64_t v = 0; v < V; ++v) kl += std::exp(ref_p[v]) * (ref_p[v] - lp[static_cast<size_t>(v)]);
+    for (int64_t v = 0; v < V; ++v)
+      kl += std::exp(ref_p[v]) * (ref_p[v] - lp[static_cast<size_t>(v)]);
     kl = std::max(kl, 0.0);
     kl_sum += kl;
     r.kl_max = std::max(r.kl_max, kl);
@@ -333,17 +334,18 @@ PrefillReport run_prefill_protocol(const Model& model,
   const int64_t N = opt.context > 0 ? opt.context : c.seq_len * 3 / 4;
   VQ_CHECK(opt.context >= 0, InvalidArgument, "prefill protocol: context = ", opt.context,
            " must be >= 0 (0 = 3/4 of the model's context)");
-  VQ_CHECK(opt.continuation >= 0, InvalidArgument, "prefill protocol: continuation = ",
-           opt.continuation, " must be >= 0 (0 = the rest of each window)");
+  VQ_CHECK(opt.continuation >= 0, InvalidArgument,
+           "prefill protocol: continuation = ", opt.continuation,
+           " must be >= 0 (0 = the rest of each window)");
   VQ_CHECK(N >= 2, InvalidArgument, "prefill protocol: context = ", N,
            " must be >= 2 (BOS and one token)");
   VQ_CHECK(N + 2 <= c.seq_len, InvalidArgument, "prefill protocol: context = ", N,
            " leaves no continuation: the model's context length is ", c.seq_len,
            ", so the context must be <= ", c.seq_len - 2,
            " (one continuation token fed and the token after it)");
-  VQ_CHECK(N + opt.continuation + 1 <= c.seq_len, InvalidArgument,
-           "prefill protocol: context ", N, " + continuation ", opt.continuation,
-           " + 1 = ", N + opt.continuation + 1, " exceeds the model's context length ", c.seq_len);
+  VQ_CHECK(N + opt.continuation + 1 <= c.seq_len, InvalidArgument, "prefill protocol: context ", N,
+           " + continuation ", opt.continuation, " + 1 = ", N + opt.continuation + 1,
+           " exceeds the model's context length ", c.seq_len);
   VQ_CHECK(!opt.ratios.empty(), InvalidArgument, "prefill protocol: no ratio given");
   for (double r : opt.ratios) eviction::one_shot_keep(N, r);  // refuses r outside [0, 1)
 
@@ -361,7 +363,8 @@ PrefillReport run_prefill_protocol(const Model& model,
     if (s.find('/') == std::string::npos) {
       const CacheConfig cfg = CacheConfig::parse(s);
       if (find_method(cfg.method()).family == Family::Transform) {
-        runs.push_back(Run{cfg.to_string(), 0.0, Engine(model, cfg, EngineOptions{opt.seed, false})});
+        runs.push_back(
+            Run{cfg.to_string(), 0.0, Engine(model, cfg, EngineOptions{opt.seed, false})});
         continue;
       }
     }
@@ -447,10 +450,16 @@ PrefillReport run_prefill_protocol(const Model& model,
 
 std::vector<std::string> default_one_shot_methods() {
   std::vector<std::string> out;
-  const std::vector<std::string> wanted = {
-      "streaming_llm",       "snapkv:window=64,kernel=5,pool=avg", "tova", "knorm", "h2o",
-      "qfilters",            "expected_attention",                 "curdkv_paper", "curdkv",
-      "adakv/snapkv:window=64,kernel=5,pool=avg"};
+  const std::vector<std::string> wanted = {"streaming_llm",
+                                           "snapkv:window=64,kernel=5,pool=avg",
+                                           "tova",
+                                           "knorm",
+                                           "h2o",
+                                           "qfilters",
+                                           "expected_attention",
+                                           "curdkv_paper",
+                                           "curdkv",
+                                           "adakv/snapkv:window=64,kernel=5,pool=avg"};
   for (const auto& s : wanted) {
     const std::string rest = s.rfind("adakv/", 0) == 0 ? s.substr(6) : s;
     const std::string id = rest.substr(0, rest.find(':'));

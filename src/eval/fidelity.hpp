@@ -60,7 +60,7 @@ struct MethodResult {
   /// and the tokens each head keeps at the compression (int(N * (1 - ratio)), at least 1).
   double evict_ratio = -1;
   int64_t kept_per_head = 0;
-  double seconds = 0;            ///< wall time inside Engine::prefill/step (scoring excluded)
+  double seconds = 0;  ///< wall time inside Engine::prefill/step (scoring excluded)
   double tokens_per_s = 0;
 };
 
@@ -108,12 +108,12 @@ struct PrefillOptions {
 };
 
 struct PrefillReport {
-  int64_t n_windows = 0;         ///< windows used (long enough for context + 1 continuation)
-  int64_t skipped_windows = 0;   ///< shorter windows left out
-  int64_t context = 0;           ///< N
-  int64_t continuation = 0;      ///< M (the longest used)
-  int64_t predicted_tokens = 0;  ///< continuation predictions scored
-  MethodResult reference;        ///< `full` over the same tokens
+  int64_t n_windows = 0;              ///< windows used (long enough for context + 1 continuation)
+  int64_t skipped_windows = 0;        ///< shorter windows left out
+  int64_t context = 0;                ///< N
+  int64_t continuation = 0;           ///< M (the longest used)
+  int64_t predicted_tokens = 0;       ///< continuation predictions scored
+  MethodResult reference;             ///< `full` over the same tokens
   std::vector<MethodResult> methods;  ///< for each method, each ratio in the order given
 };
 

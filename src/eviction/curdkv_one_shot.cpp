@@ -49,7 +49,8 @@ class CurDKVScorer final : public OneShotScorer {
         for (int64_t j = 0; j <= t; ++j) o[j] += lev[static_cast<size_t>(j)];
       }
       for (int64_t s = 0; s < S; ++s)
-        if (in.pos0 + s < n_sink_ || s >= S - recent_) o[s] = std::numeric_limits<double>::infinity();
+        if (in.pos0 + s < n_sink_ || s >= S - recent_)
+          o[s] = std::numeric_limits<double>::infinity();
     }
   }
 

@@ -142,7 +142,8 @@ class CurPaperCache final : public eviction::EvictionCache {
         p_, n, D, [&](int64_t i) { return kbuf_.data() + slot(i) * D; },
         [&](int64_t i) { return vbuf_.data() + slot(i) * D; },
         [&](int64_t i) { return st.kv.position(slot(i)); }, sc_.data(), k2_, v2_);
-    for (int64_t i = 0; i < n; ++i) st.score[static_cast<size_t>(slot(i))] = sc_[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < n; ++i)
+      st.score[static_cast<size_t>(slot(i))] = sc_[static_cast<size_t>(i)];
     const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
     if (victim >= 0) remove_slot(st, victim);
   }

@@ -105,8 +105,8 @@ void ea_scores(const EAParams& p, const std::vector<QueryStats>& stats, int64_t 
   const auto m = static_cast<int64_t>(live.size());
   RowMatD Km(m, D);
   for (int64_t r = 0; r < m; ++r)
-    Km.row(r) = Eigen::Map<const Eigen::RowVectorXf>(k(live[static_cast<size_t>(r)]), D)
-                    .cast<double>();
+    Km.row(r) =
+        Eigen::Map<const Eigen::RowVectorXf>(k(live[static_cast<size_t>(r)]), D).cast<double>();
   Eigen::VectorXd acc = Eigen::VectorXd::Zero(m);
   const double sq = std::sqrt(static_cast<double>(D));
   int64_t groups = 0;
@@ -141,8 +141,9 @@ class EAScorer final : public OneShotScorer {
   explicit EAScorer(const CacheConfig& c) : p_(c) {}
   void score(const OneShotInput& in, double* out) const override {
     const int64_t S = in.S, D = in.D, G = in.probes(true);
-    VQ_CHECK(S > p_.n_sink, InvalidArgument, "expected_attention one-shot: the context holds S = ",
-             S, " tokens; it must be longer than n_sink = ", p_.n_sink);
+    VQ_CHECK(S > p_.n_sink, InvalidArgument,
+             "expected_attention one-shot: the context holds S = ", S,
+             " tokens; it must be longer than n_sink = ", p_.n_sink);
     std::vector<double> q(static_cast<size_t>(D));
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t h = 0; h < in.H; ++h) {

@@ -66,7 +66,8 @@ class H2OScorer final : public OneShotScorer {
       std::fill(o, o + S, 0.0);
       for (int64_t g = 0; g < G; ++g)
         for (int64_t i = 0; i < S; ++i) {
-          causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, i), i, a.data());
+          eviction::causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, i), i,
+                                     a.data());
           for (int64_t j = 0; j <= i; ++j) o[j] += a[static_cast<size_t>(j)];
         }
       for (int64_t j = 0; j < S; ++j) o[j] /= static_cast<double>(G * (S - j));

@@ -74,8 +74,8 @@ std::vector<std::vector<int64_t>> keep_top_adaptive(const double* scores, int64_
   });
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(H));
   for (int64_t i = 0; i < total; ++i)
-    out[static_cast<size_t>(idx[static_cast<size_t>(i)] / S)].push_back(idx[static_cast<size_t>(i)] %
-                                                                        S);
+    out[static_cast<size_t>(idx[static_cast<size_t>(i)] / S)].push_back(
+        idx[static_cast<size_t>(i)] % S);
   for (auto& k : out) std::sort(k.begin(), k.end());
   return out;
 }
@@ -132,8 +132,10 @@ OneShotSpec parse_one_shot(const std::string& spec) {
   }
   out.method = CacheConfig::parse(rest);
   const MethodInfo& m = find_method(out.method.method());
-  VQ_CHECK(m.family == Family::Eviction, InvalidArgument, "one-shot compression needs an eviction "
-           "method; '", m.id, "' is a transform method (compose it: 'snapkv+", m.id, "')");
+  VQ_CHECK(m.family == Family::Eviction, InvalidArgument,
+           "one-shot compression needs an eviction "
+           "method; '",
+           m.id, "' is a transform method (compose it: 'snapkv+", m.id, "')");
   VQ_CHECK(static_cast<bool>(m.make_scorer), InvalidArgument, "method '", m.id,
            "' has no one-shot scoring (the prefill protocol and --compress-ratio need one; "
            "see docs/methods.md for the methods that have it)");

@@ -23,10 +23,10 @@ namespace vq {
 
 /// One layer's prefilled context as a scorer sees it (batch item b of the update).
 struct OneShotInput {
-  int64_t H = 0;   ///< KV heads
-  int64_t Hq = 0;  ///< query heads (0 when no queries were supplied)
-  int64_t S = 0;   ///< context tokens
-  int64_t D = 0;   ///< head dimension
+  int64_t H = 0;             ///< KV heads
+  int64_t Hq = 0;            ///< query heads (0 when no queries were supplied)
+  int64_t S = 0;             ///< context tokens
+  int64_t D = 0;             ///< head dimension
   const float* K = nullptr;  ///< [H, S, D] keys after RoPE (row s of head h at (h * S + s) * D)
   const float* V = nullptr;  ///< [H, S, D] values
   const float* Q = nullptr;  ///< [Hq, S, D] queries after RoPE, or nullptr

@@ -119,8 +119,7 @@ class QFiltersScorer final : public OneShotScorer {
       Eigen::VectorXd u = eig.eigenvectors().col(D - 1);
       if (u.dot(sum) < 0) u = -u;
       for (int64_t s = 0; s < S; ++s)
-        out[h * S + s] =
-            Eigen::Map<const Eigen::VectorXf>(in.key(h, s), D).cast<double>().dot(u);
+        out[h * S + s] = Eigen::Map<const Eigen::VectorXf>(in.key(h, s), D).cast<double>().dot(u);
     }
   }
 };

@@ -165,12 +165,14 @@ class SnapKVScorer final : public OneShotScorer {
       for (int64_t g = 0; g < G; ++g) {
         std::fill(mean.begin(), mean.end(), 0.0);
         for (int64_t t = P; t < S; ++t) {
-          causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, t), t, a.data());
+          eviction::causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, t), t,
+                                     a.data());
           for (int64_t j = 0; j < P; ++j) mean[static_cast<size_t>(j)] += a[static_cast<size_t>(j)];
         }
         for (double& m : mean) m /= static_cast<double>(w);
         for (int64_t j = 0; j < P; ++j) {
-          const int64_t lo = std::max<int64_t>(0, j - half), hi = std::min<int64_t>(P - 1, j + half);
+          const int64_t lo = std::max<int64_t>(0, j - half),
+                        hi = std::min<int64_t>(P - 1, j + half);
           double pooled = max_pool_ ? -kInf : 0.0;
           for (int64_t u = lo; u <= hi; ++u)
             pooled = max_pool_ ? std::max(pooled, mean[static_cast<size_t>(u)])

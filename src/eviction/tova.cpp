@@ -51,8 +51,8 @@ class TovaScorer final : public OneShotScorer {
     std::vector<double> mean(static_cast<size_t>(S), 0.0), a(static_cast<size_t>(S));
     for (int64_t h = 0; h < in.H; ++h)
       for (int64_t g = 0; g < G; ++g) {
-        causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, S - 1), S - 1,
-                         a.data());
+        eviction::causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, S - 1),
+                                   S - 1, a.data());
         for (int64_t j = 0; j < S; ++j) mean[static_cast<size_t>(j)] += a[static_cast<size_t>(j)];
       }
     double mx = -std::numeric_limits<double>::infinity();

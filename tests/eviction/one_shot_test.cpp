@@ -77,7 +77,7 @@ TEST(OneShotKeep, TopKPerHeadTiesToTheLaterToken) {
 TEST(OneShotKeep, AdaKVSpreadsTheLayerBudgetOverHeads) {
   // n_keep 2 per head, alpha 0.5: each head secures its best token, then the layer's 4 slots go
   // to the highest remaining scores, all in head 0.
-  const std::vector<double> s = {0.9, 0.8, 0.7, 0.1,  // head 0: concentrated mass
+  const std::vector<double> s = {0.9,  0.8,  0.7,  0.1,  // head 0: concentrated mass
                                  0.05, 0.01, 0.02, 0.03};
   EXPECT_EQ(keep_top_adaptive(s.data(), 2, 4, 2, 0.5), (Kept{{0, 1, 2}, {0}}));
   // alpha 1: every head keeps its own n_keep (the uniform rule).
@@ -108,8 +108,8 @@ TEST(OneShotScore, TovaAveragesTheLastQueryOverAllHeads) {
   // head 1 logits: (ln 4, 0, 0) -> (4/6, 1/6, 1/6)
   // mean over heads: token 0 = (1/5 + 4/6) / 2, token 1 = (3/5 + 1/6) / 2; the last token gets
   // the largest of those; every head gets the same scores.
-  const std::vector<float> K = {0, 0, kLn3, 0, 0, 0,  // head 0
-                                kLn4, 0, 0, 0, 0, 0};
+  const std::vector<float> K = {0,    0, kLn3, 0, 0, 0,  // head 0
+                                kLn4, 0, 0,    0, 0, 0};
   const std::vector<float> V(12, 1.0f);
   const std::vector<float> Q = {0, 0, 0, 0, kR2, 0,  // query head 0
                                 0, 0, 0, 0, kR2, 0};
@@ -258,7 +258,8 @@ std::vector<std::string> scored_ids() {
 
 TEST(OneShotCache, EveryScoredMethodKeepsItsShareThenAppends) {
   const int64_t H = 2, S = 80, D = 8;
-  const auto K = vqtest::random_tensor(1, H, S + 3, D, 1), V = vqtest::random_tensor(1, H, S + 3, D, 2);
+  const auto K = vqtest::random_tensor(1, H, S + 3, D, 1),
+             V = vqtest::random_tensor(1, H, S + 3, D, 2);
   const auto Q = vqtest::random_tensor(1, 2 * H, S + 3, D, 3);
   ASSERT_GE(scored_ids().size(), 8u);
   for (const std::string& id : scored_ids()) {
@@ -287,7 +288,8 @@ TEST(OneShotCache, ComposedSpecStoresCodesAndAdaKVKeepsTheLayerTotal) {
       vq::eviction::make_one_shot_cache(vq::eviction::parse_one_shot("knorm+q8_0"), 0.5, D);
   plain->update(K, V);
   coded->update(K, V);
-  for (int64_t h = 0; h < H; ++h) EXPECT_EQ(famtest::kept(*plain, 0, h), famtest::kept(*coded, 0, h));
+  for (int64_t h = 0; h < H; ++h)
+    EXPECT_EQ(famtest::kept(*plain, 0, h), famtest::kept(*coded, 0, h));
   EXPECT_LT(coded->stats().content_bytes, 0.6 * plain->stats().content_bytes);
 
   // Keys of head 0 all have a small norm: AdaKV gives head 0 more than its share.
