@@ -118,5 +118,5 @@ if(TARGET veloxquant_python)
   install(TARGETS veloxquant_python OPTIONAL LIBRARY DESTINATION ${VQ_PYTHON_INSTALL_DIR})
 endif()
 # The plot helper of `veloxquant eval --plot`, found by an installed CLI in <prefix>/share/veloxquant.
-install(FILES ${CMAKE_SOURCE_DIR}/scripts/plot_eval.py ${CMAKE_SOURCE_DIR}/scripts/plot_prefill.py DESTINATION ${CMAKE_INSTALL_DATADIR}/veloxquant)
+install(FILES ${CMAKE_SOURCE_DIR}/scripts/plot_eval.py DESTINATION ${CMAKE_INSTALL_DATADIR}/veloxquant)
 include(${CMAKE_SOURCE_DIR}/fuzz/fuzz.cmake OPTIONAL)

@@ -61,28 +61,29 @@ std::vector<std::string> split_methods(const std::string& s) {
   return out;
 }
 
-// scripts/<name> (plot_eval.py, plot_prefill.py) next to the project root: the current directory or
+// scripts/plot_eval.py next to the project root: the current directory or
 // two levels above the executable (<root>/<build>/bin/veloxquant).
-std::string find_plot_script(const std::string& name) {
+std::string find_plot_script() {
   std::error_code ec;
   std::vector<fs::path> roots{fs::current_path(ec)};
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) roots.push_back(exe.parent_path().parent_path().parent_path());
   std::vector<fs::path> candidates;
-  for (const auto& r : roots) candidates.push_back(r / "scripts" / name);
+  for (const auto& r : roots) candidates.push_back(r / "scripts" / "plot_eval.py");
   // An installed CLI (<prefix>/bin/veloxquant) finds the copy `cmake --install` puts in
   // <prefix>/share/veloxquant.
-  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share" / "veloxquant" / name);
+  if (!ec)
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "veloxquant" / "plot_eval.py");
   for (const auto& p : candidates)
     if (fs::is_regular_file(p, ec)) return p.string();
-  VQ_THROW(vq::IoError, "--plot: ", name,
-           " not found (looked in scripts/ under the current directory and "
+  VQ_THROW(vq::IoError,
+           "--plot: plot_eval.py not found (looked in scripts/ under the current directory and "
            "the project root above the executable, and in <prefix>/share/veloxquant)");
 }
 
 // --plot is checked before the evaluation runs, so a missing script or matplotlib costs nothing.
-std::string check_plot_ready(const std::string& name) {
-  const std::string script = find_plot_script(name);
+std::string check_plot_ready() {
+  const std::string script = find_plot_script();
   const int rc = std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1");
   VQ_CHECK(rc == 0, vq::IoError,
            "--plot needs /usr/bin/python3 with matplotlib (Debian: python3-matplotlib); "
@@ -111,6 +112,25 @@ std::vector<double> parse_ratios(const std::string& s) {
     start = end + 1;
   }
   return out;
+}
+
+nlohmann::json config_json(const vq::ModelConfig& mc) {
+  return {{"dim", mc.dim},
+          {"hidden_dim", mc.hidden_dim},
+          {"n_layers", mc.n_layers},
+          {"n_heads", mc.n_heads},
+          {"n_kv_heads", mc.n_kv_heads},
+          {"head_dim", mc.head_dim()},
+          {"vocab_size", mc.vocab_size},
+          {"seq_len", mc.seq_len}};
+}
+
+void print_model_line(const std::string& model_path, const vq::ModelConfig& mc) {
+  std::printf("model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
+              model_path.c_str(), static_cast<long long>(mc.dim),
+              static_cast<long long>(mc.n_layers), static_cast<long long>(mc.n_heads),
+              static_cast<long long>(mc.n_kv_heads), static_cast<long long>(mc.head_dim()),
+              static_cast<long long>(mc.seq_len));
 }
 
 std::string shell_quote(const std::string& s) {
@@ -161,11 +181,7 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
   prog.finish();
   const bool json_stdout = a.json == "-";
   if (!json_stdout) {
-    std::printf("model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
-                model_path.c_str(), static_cast<long long>(mc.dim),
-                static_cast<long long>(mc.n_layers), static_cast<long long>(mc.n_heads),
-                static_cast<long long>(mc.n_kv_heads), static_cast<long long>(mc.head_dim()),
-                static_cast<long long>(mc.seq_len));
+    print_model_line(model_path, mc);
     std::printf(
         "prefill protocol, text %s: %lld tokens skipped, %lld windows (%lld too short left out), "
         "context %lld, continuation up to %lld, %lld predicted tokens\n",
@@ -196,14 +212,7 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
                          {"tokenizer", tok_path},
                          {"text", text_path},
                          {"protocol", "prefill"},
-                         {"config",
-                          {{"dim", mc.dim},
-                           {"n_layers", mc.n_layers},
-                           {"n_heads", mc.n_heads},
-                           {"n_kv_heads", mc.n_kv_heads},
-                           {"head_dim", mc.head_dim()},
-                           {"vocab_size", mc.vocab_size},
-                           {"seq_len", mc.seq_len}}},
+                         {"config", config_json(mc)},
                          {"windows", rep.n_windows},
                          {"skipped_windows", rep.skipped_windows},
                          {"context", rep.context},
@@ -300,15 +309,11 @@ void register_eval(CLI::App& app, Globals& g) {
                 "instead of an error)");
   cmd->add_option("--plot", o->plot,
                   "also draw quality vs compression to this PNG (runs /usr/bin/python3 "
-                  "scripts/plot_eval.py, or plot_prefill.py for --protocol prefill; needs "
-                  "matplotlib)");
+                  "scripts/plot_eval.py; needs matplotlib)");
   cmd->callback([o, &g, methods_opt] {
     check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
                    {{"--json", o->json}, {"--plot", o->plot}});
-    const std::string plot_script =
-        o->plot.empty()
-            ? std::string()
-            : check_plot_ready(o->protocol == "prefill" ? "plot_prefill.py" : "plot_eval.py");
+    const std::string plot_script = o->plot.empty() ? std::string() : check_plot_ready();
     const std::string model_path = resolve_model(o->model);
     const vq::Model model = vq::Model::load(model_path);
     const vq::ModelConfig& mc = model.config();
@@ -345,11 +350,7 @@ void register_eval(CLI::App& app, Globals& g) {
 
     const bool json_stdout = o->json == "-";
     if (!json_stdout) {
-      std::printf(
-          "model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
-          model_path.c_str(), static_cast<long long>(mc.dim), static_cast<long long>(mc.n_layers),
-          static_cast<long long>(mc.n_heads), static_cast<long long>(mc.n_kv_heads),
-          static_cast<long long>(mc.head_dim()), static_cast<long long>(mc.seq_len));
+      print_model_line(model_path, mc);
       std::printf(
           "text %s: %lld tokens skipped, %lld windows, %lld predicted tokens, prefill %lld\n",
           text_path.c_str(), static_cast<long long>(o->skip_tokens),
@@ -372,15 +373,7 @@ void register_eval(CLI::App& app, Globals& g) {
     const nlohmann::json j{{"model", model_path},
                            {"tokenizer", tok_path},
                            {"text", text_path},
-                           {"config",
-                            {{"dim", mc.dim},
-                             {"hidden_dim", mc.hidden_dim},
-                             {"n_layers", mc.n_layers},
-                             {"n_heads", mc.n_heads},
-                             {"n_kv_heads", mc.n_kv_heads},
-                             {"head_dim", mc.head_dim()},
-                             {"vocab_size", mc.vocab_size},
-                             {"seq_len", mc.seq_len}}},
+                           {"config", config_json(mc)},
                            {"windows", rep.n_windows},
                            {"predicted_tokens", rep.predicted_tokens},
                            {"prefill", o->prefill},
