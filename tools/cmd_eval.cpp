@@ -195,14 +195,14 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
         "continuation (fp16 = %.0f)\n\n",
         rep.reference.fp16_bytes_per_token);
     Table t({"method", "ratio", "kept", "KL", "top1", "ppl", "dppl", "B/tok", "x fp16"});
-    t.add({rep.reference.spec, "0", fmt("%lld", static_cast<long long>(rep.context)), "0", "1",
+    t.add({rep.reference.spec, "0", fmt("%.0f", static_cast<double>(rep.context)), "0", "1",
            fmt("%.4f", rep.reference.perplexity), "+0", fmt("%.2f", rep.reference.bytes_per_token),
            fmt("%.2fx", rep.reference.compression_ratio)});
     for (const auto& r : rep.methods)
-      t.add({r.spec, fmt("%.3f", r.evict_ratio),
-             fmt("%lld", static_cast<long long>(r.kept_per_head)), fmt("%.5f", r.kl_mean),
-             fmt("%.4f", r.top1_agreement), fmt("%.4f", r.perplexity), fmt("%+.4f", r.ppl_delta),
-             fmt("%.2f", r.bytes_per_token), fmt("%.2fx", r.compression_ratio)});
+      t.add({r.spec, fmt("%.3f", r.evict_ratio), fmt("%.0f", static_cast<double>(r.kept_per_head)),
+             fmt("%.5f", r.kl_mean), fmt("%.4f", r.top1_agreement), fmt("%.4f", r.perplexity),
+             fmt("%+.4f", r.ppl_delta), fmt("%.2f", r.bytes_per_token),
+             fmt("%.2fx", r.compression_ratio)});
     t.print();
   }
   nlohmann::json jm = nlohmann::json::array();
