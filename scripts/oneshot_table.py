@@ -55,8 +55,8 @@ def main(argv):
     if good:
         b, s, m = min(good, key=lambda t: t[0])
         print("- smallest B/tok with KL < 0.01 and top-1 >= 99%%: `%s` at ratio %g: %.1f B/tok "
-              "(%.2fx fewer than fp16), KL %.4f, top-1 %.3f" % (s, m["ratio"], b,
-                                                               m["fp16_bytes_per_token"] / b,
+              "(%.2fx fewer than full), KL %.4f, top-1 %.3f" % (s, m["ratio"], b,
+                                                               ref["bytes_per_token"] / b,
                                                                m["kl_mean"], m["top1_agreement"]))
     else:
         print("- no run reaches KL < 0.01 with top-1 >= 99%")

@@ -10,6 +10,8 @@
 
 #include "cli_util.hpp"
 #include "eval/fidelity.hpp"
+#include "eviction/one_shot.hpp"
+#include "eviction/one_shot_spec.hpp"
 #include "model_cli.hpp"
 #include "veloxquant/model.hpp"
 
@@ -160,8 +162,7 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
   po.methods = methods_given ? split_methods(a.methods) : vq::eval::default_one_shot_methods();
   VQ_CHECK(!po.methods.empty(), vq::InvalidArgument, "--methods '", a.methods, "' names no method");
   std::vector<std::string> plain;  // the specs without a head-budget prefix, for the checks
-  for (const auto& m : po.methods)
-    plain.push_back(m.find('/') == std::string::npos ? m : m.substr(m.find('/') + 1));
+  for (const auto& m : po.methods) plain.push_back(vq::eviction::split_head_budget(m).first);
   check_calibrations(plain, model_path, a.allow_foreign, g);
   po.ratios = parse_ratios(a.ratios);
   po.context = a.context;
@@ -169,10 +170,7 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
   po.seed = a.seed;
   int64_t runs = 1;
   for (const auto& m : po.methods) {
-    const bool codec_alone =
-        m.find('/') == std::string::npos &&
-        vq::find_method(vq::CacheConfig::parse(m).method()).family == vq::Family::Transform;
-    runs += codec_alone ? 1 : static_cast<int64_t>(po.ratios.size());
+    runs += vq::eviction::is_codec_alone(m) ? 1 : static_cast<int64_t>(po.ratios.size());
   }
   Progress prog(g, "eval --protocol prefill (window x run)",
                 runs * static_cast<int64_t>(windows.size()));

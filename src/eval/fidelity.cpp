@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "eviction/one_shot.hpp"
+#include "eviction/one_shot_spec.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 
@@ -360,13 +361,10 @@ PrefillReport run_prefill_protocol(const Model& model,
   const int64_t D = c.head_dim(), L = c.n_layers;
   for (const auto& s : opt.methods) {
     // A transform method (a codec alone) evicts nothing: one run, every token kept in its form.
-    if (s.find('/') == std::string::npos) {
+    if (eviction::is_codec_alone(s)) {
       const CacheConfig cfg = CacheConfig::parse(s);
-      if (find_method(cfg.method()).family == Family::Transform) {
-        runs.push_back(
-            Run{cfg.to_string(), 0.0, Engine(model, cfg, EngineOptions{opt.seed, false})});
-        continue;
-      }
+      runs.push_back(Run{cfg.to_string(), 0.0, Engine(model, cfg, EngineOptions{opt.seed, false})});
+      continue;
     }
     const eviction::OneShotSpec spec = eviction::parse_one_shot(s);
     for (double r : opt.ratios) {

@@ -1,4 +1,5 @@
 #include "eviction/one_shot.hpp"
+#include "eviction/one_shot_spec.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -104,13 +105,24 @@ std::string OneShotSpec::to_string() const {
   return a + "/" + method.to_string();
 }
 
+std::pair<std::string, std::string> split_head_budget(const std::string& spec) {
+  const size_t slash = spec.find('/');
+  const bool prefixed =
+      slash != std::string::npos && (spec.rfind("adakv/", 0) == 0 || spec.rfind("adakv:", 0) == 0);
+  if (!prefixed) return {spec, ""};
+  return {spec.substr(slash + 1), spec.substr(0, slash)};
+}
+
+bool is_codec_alone(const std::string& spec) {
+  const auto [rest, head] = split_head_budget(spec);
+  if (!head.empty()) return false;
+  return find_method(CacheConfig::parse(rest).method()).family == Family::Transform;
+}
+
 OneShotSpec parse_one_shot(const std::string& spec) {
   OneShotSpec out;
-  std::string rest = spec;
-  const size_t slash = spec.find('/');
-  if (slash != std::string::npos && spec.rfind("adakv", 0) == 0) {
-    const std::string head = spec.substr(0, slash);
-    rest = spec.substr(slash + 1);
+  const auto [rest, head] = split_head_budget(spec);
+  if (!head.empty()) {
     out.adaptive = true;
     if (head != "adakv") {
       const std::string pre = "adakv:alpha=";
