@@ -2,10 +2,6 @@
 # example, install rules and the CMake package config. Included at the end of the top-level
 # CMakeLists.txt, so every target defined there exists here.
 
-# xxHash (Debian: libxxhash-dev). src/io/vqkv.cpp compiles it inline (XXH_INLINE_ALL), so only
-# the header is needed and nothing is added to what consumers of the installed library link.
-pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
-target_link_libraries(veloxquant PRIVATE $<BUILD_INTERFACE:PkgConfig::XXHASH>)
 
 # Building vq_tests also builds the CLI: the interface tests run it.
 if(TARGET vq_tests)

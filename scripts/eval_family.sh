@@ -6,7 +6,7 @@
 #   e.g. scripts/eval_family.sh stories260K.bin tok512.bin results/family_stories260K 20440
 # Writes OUT_PREFIX_eviction.json and OUT_PREFIX_transform.json (veloxquant eval --json).
 # Writes OUT_PREFIX_composed.json too: policy+codec compositions (snapkv, streaming_llm at 1/4
-# and 1/2 of the context with q8_0, q4_0, kivi, kvtc at 2 bits/value).
+# and 1/2 of the context with q8_0, q4_0, kivi, kvtc at 2 bits/value) beside each part alone.
 # Environment: VQ_PARTS="eviction transform composed" (the default: all three), VQ_BIN (default BUILD_DIR/bin/veloxquant).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -42,13 +42,17 @@ for bits in 2 3 4; do
   done
 done
 tr+="palu;svdq;q4_0$QB;q8_0$QB"
-# Composed: a policy keeps 1/2 or 1/4 of the context, a codec stores what it keeps. Each part
-# alone is in the runs above (the policy at fp16, the codec keeping everything), so the rows
-# compare at matched resident bytes: policy 1/2 + 8.5-bit codec ~ policy 1/4 at fp16, etc.
+# Composed: a policy keeps 1/2 or 1/4 of the context, a codec stores what it keeps. The run also
+# holds each part alone (the policies at 1/2, 1/4 and 1/8 at fp16, each codec keeping everything),
+# measured by the same build on the same tokens, so rows compare at matched resident bytes:
+# policy 1/2 + an 8.5-bit codec ~ policy 1/4 at fp16, etc. (scripts/composed_table.py).
 co=""
-for div in 4 2; do
+for codec in "q8_0$QB" "q4_0$QB" "kivi" "kvtc:bit_budget=$((2 * D))"; do co+="$codec;"; done
+for div in 8 4 2; do
   b=$((CTX / div))
   for pol in "snapkv:budget=$b" "streaming_llm:budget=$b"; do
+    co+="$pol;"
+    if (( div == 8 )); then continue; fi
     for codec in "q8_0$QB" "q4_0$QB" "kivi" "kvtc:bit_budget=$((2 * D))"; do
       co+="$pol+$codec;"
     done

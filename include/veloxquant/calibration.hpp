@@ -29,6 +29,10 @@ namespace vq {
 enum class RopeMode : uint8_t { Post = 0, Pre = 1 };
 const char* rope_mode_name(RopeMode r);
 
+/// Largest head_dim and chunk_tokens a .vqcal file holds.
+constexpr int64_t kCalibrationMaxHeadDim = 1024;
+constexpr int64_t kCalibrationMaxChunk = int64_t{1} << 20;
+
 /// Width entries per component in the distortion tables: b = 0..8.
 constexpr int kCalibWidths = 9;
 

@@ -1,5 +1,6 @@
 // Row coders and registry helpers of the published transform baselines (issue 7): svdq, palu,
-// spectralquant and gear on the shared TransformCache, plus the KIVI quantizer used by kivi.cpp.
+// spectralquant and gear (resident through the store, storage through TransformBlockCodec), plus
+// the KIVI quantizer used by kivi.cpp.
 //
 // The PCA baselines (svdq, palu, spectralquant) differ from kvtc only in how bits are allocated
 // over the principal components, so FixedRulePcaCoder fits kvtc's PCA, applies the method's rule
@@ -130,7 +131,8 @@ std::vector<OptionSpec> chunk_options();
 /// `kind` (k|v): which tensor a BlockCodec's blocks hold, for methods that code K and V apart.
 OptionSpec kind_option();
 
-/// Fills family, make_cache (a TransformCache) and make_codec (a TransformBlockCodec, whose
+/// Fills family, make_row_codec (the resident codec, through codecs::family_row_codec_factory)
+/// and make_codec (the storage form: a TransformBlockCodec, whose
 /// stream kind comes from the `kind` option when the method has one, else keys).
 void set_family_factories(MethodInfo& m, KvFactoryMaker maker);
 

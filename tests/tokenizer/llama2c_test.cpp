@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/rng.hpp"
-#include "model_test_util.hpp"
+#include "model/model_test_util.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
 

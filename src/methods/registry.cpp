@@ -5,7 +5,7 @@
 namespace vq {
 
 #define VQ_METHOD(name) MethodInfo name##_method_info();
-#include "core/method_list.inc"
+#include "methods/method_list.inc"
 #undef VQ_METHOD
 
 const char* family_name(Family f) {
@@ -22,7 +22,7 @@ const std::vector<MethodInfo>& methods() {
   static const std::vector<MethodInfo> table = [] {
     std::vector<MethodInfo> t;
 #define VQ_METHOD(name) t.push_back(name##_method_info());
-#include "core/method_list.inc"
+#include "methods/method_list.inc"
 #undef VQ_METHOD
     return t;
   }();
