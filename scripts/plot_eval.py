@@ -6,10 +6,39 @@ usage: /usr/bin/python3 scripts/plot_eval.py RESULTS.json[+MERGED.json] [MORE.js
 Two panels per input file: mean KL(full || method) (log scale) and top-1 agreement with the full
 cache, each against the compression ratio vs fp16 (bytes held per token, averaged over positions).
 Methods are grouped by id (the part of the spec before ':'), one colour and line per id, points in
-order of compression. Needs matplotlib; nothing in the build or the tests imports this file.
+order of compression. A file from `eval --protocol prefill` gets one panel instead: mean KL over
+the continuation against the bytes held per token (log-log), one line per spec through its
+compression ratios, a codec alone as a single square. Needs matplotlib; nothing in the build or
+the tests imports this file.
 """
 import json
 import sys
+
+
+def plot_prefill(plt, ax, res):
+    """KL against bytes held for one `eval --protocol prefill` result."""
+    groups = {}
+    for m in res["methods"]:
+        if m["spec"] != "full":
+            groups.setdefault(m["spec"], []).append(m)
+    colours = plt.get_cmap("tab20").colors
+    for i, (spec, ms) in enumerate(sorted(groups.items())):
+        ms = sorted(ms, key=lambda m: m["bytes_per_token"])
+        single = len(ms) == 1 and ms[0].get("ratio", 0) == 0
+        ax.plot([m["bytes_per_token"] for m in ms], [max(m["kl_mean"], 1e-6) for m in ms],
+                marker="s" if single else "o", linestyle="none" if single else "-", label=spec,
+                color=colours[i % 20])
+    ax.axvline(res["reference"]["bytes_per_token"], color="grey", linestyle=":",
+               label="full (fp16)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("bytes held per token per layer-head (mean over the continuation)")
+    ax.set_ylabel("mean KL(full || method), nats")
+    ax.set_title("%s, prefill protocol: %d windows, context %d, %d predicted tokens; ratios %s"
+                 % (res["model"].split("/")[-1], res["windows"], res["context"],
+                    res["predicted_tokens"], ",".join(str(r) for r in res["ratios"])), fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
 def main(argv):
@@ -30,6 +59,10 @@ def main(argv):
         parts = path.split("+")
         with open(parts[0]) as f:
             res = json.load(f)
+        if res.get("protocol") == "prefill":
+            axes[row][1].set_visible(False)
+            plot_prefill(plt, axes[row][0], res)
+            continue
         for extra_path in parts[1:]:
             with open(extra_path) as f:
                 more = json.load(f)

@@ -10,6 +10,8 @@
 
 #include "cli_util.hpp"
 #include "eval/fidelity.hpp"
+#include "eviction/one_shot.hpp"
+#include "eviction/one_shot_spec.hpp"
 #include "model_cli.hpp"
 #include "veloxquant/model.hpp"
 
@@ -40,6 +42,8 @@ nlohmann::json to_json(const vq::eval::MethodResult& r) {
           {"compression_ratio", r.compression_ratio},
           {"compression_ratio_final", r.compression_ratio_final},
           {"tokens_processed", r.tokens_processed},
+          {"ratio", r.evict_ratio},
+          {"kept_per_head", r.kept_per_head},
           {"seconds", r.seconds},
           {"tokens_per_s", r.tokens_per_s}};
 }
@@ -59,8 +63,8 @@ std::vector<std::string> split_methods(const std::string& s) {
   return out;
 }
 
-// scripts/plot_eval.py next to the project root: the current directory or two levels above the
-// executable (<root>/<build>/bin/veloxquant).
+// scripts/plot_eval.py next to the project root: the current directory or
+// two levels above the executable (<root>/<build>/bin/veloxquant).
 std::string find_plot_script() {
   std::error_code ec;
   std::vector<fs::path> roots{fs::current_path(ec)};
@@ -89,6 +93,48 @@ std::string check_plot_ready() {
   return script;
 }
 
+// "0.25,0.5" -> {0.25, 0.5}; every item must be a number (the range is checked by the protocol).
+std::vector<double> parse_ratios(const std::string& s) {
+  std::vector<double> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(',', start);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(start, end - start);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    VQ_CHECK(!item.empty() && used == item.size(), vq::InvalidArgument, "--ratios '", s,
+             "': item '", item, "' is not a number");
+    out.push_back(v);
+    start = end + 1;
+  }
+  return out;
+}
+
+nlohmann::json config_json(const vq::ModelConfig& mc) {
+  return {{"dim", mc.dim},
+          {"hidden_dim", mc.hidden_dim},
+          {"n_layers", mc.n_layers},
+          {"n_heads", mc.n_heads},
+          {"n_kv_heads", mc.n_kv_heads},
+          {"head_dim", mc.head_dim()},
+          {"vocab_size", mc.vocab_size},
+          {"seq_len", mc.seq_len}};
+}
+
+void print_model_line(const std::string& model_path, const vq::ModelConfig& mc) {
+  std::printf("model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
+              model_path.c_str(), static_cast<long long>(mc.dim),
+              static_cast<long long>(mc.n_layers), static_cast<long long>(mc.n_heads),
+              static_cast<long long>(mc.n_kv_heads), static_cast<long long>(mc.head_dim()),
+              static_cast<long long>(mc.seq_len));
+}
+
 std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -97,6 +143,111 @@ std::string shell_quote(const std::string& s) {
 
 }  // namespace
 
+// `eval --protocol prefill`: the table, the JSON and the plot of run_prefill_protocol.
+struct PrefillArgs {
+  std::string methods, ratios, json, plot, plot_script;
+  int64_t context = 0, continuation = 0, skip_tokens = 0;
+  uint64_t seed = 0;
+  bool allow_foreign = false;
+};
+
+void write_plot(const std::string& script, const std::string& json_path, const std::string& png,
+                const nlohmann::json& j, const Globals& g, bool quiet);
+
+void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& model_path,
+                 const std::string& tok_path, const std::string& text_path, const vq::Model& model,
+                 const std::vector<std::vector<int32_t>>& windows, Globals& g) {
+  const vq::ModelConfig& mc = model.config();
+  vq::eval::PrefillOptions po;
+  po.methods = methods_given ? split_methods(a.methods) : vq::eval::default_one_shot_methods();
+  VQ_CHECK(!po.methods.empty(), vq::InvalidArgument, "--methods '", a.methods, "' names no method");
+  std::vector<std::string> plain;  // the specs without a head-budget prefix, for the checks
+  for (const auto& m : po.methods) plain.push_back(vq::eviction::split_head_budget(m).first);
+  check_calibrations(plain, model_path, a.allow_foreign, g);
+  po.ratios = parse_ratios(a.ratios);
+  po.context = a.context;
+  po.continuation = a.continuation;
+  po.seed = a.seed;
+  int64_t runs = 1;
+  for (const auto& m : po.methods) {
+    runs += vq::eviction::is_codec_alone(m) ? 1 : static_cast<int64_t>(po.ratios.size());
+  }
+  Progress prog(g, "eval --protocol prefill (window x run)",
+                runs * static_cast<int64_t>(windows.size()));
+  po.progress = [&](int64_t done, int64_t) { prog.update(done); };
+  const vq::eval::PrefillReport rep = vq::eval::run_prefill_protocol(model, windows, po);
+  prog.finish();
+  const bool json_stdout = a.json == "-";
+  if (!json_stdout) {
+    print_model_line(model_path, mc);
+    std::printf(
+        "prefill protocol, text %s: %lld tokens skipped, %lld windows (%lld too short left out), "
+        "context %lld, continuation up to %lld, %lld predicted tokens\n",
+        text_path.c_str(), static_cast<long long>(a.skip_tokens),
+        static_cast<long long>(rep.n_windows), static_cast<long long>(rep.skipped_windows),
+        static_cast<long long>(rep.context), static_cast<long long>(rep.continuation),
+        static_cast<long long>(rep.predicted_tokens));
+    std::printf(
+        "KL = mean KL(full || method) over the continuation, nats; ratio = fraction of the "
+        "context removed per KV head; B/tok = bytes held per token per layer-head during the "
+        "continuation (fp16 = %.0f)\n\n",
+        rep.reference.fp16_bytes_per_token);
+    Table t({"method", "ratio", "kept", "KL", "top1", "ppl", "dppl", "B/tok", "x fp16"});
+    t.add({rep.reference.spec, "0", fmt("%.0f", static_cast<double>(rep.context)), "0", "1",
+           fmt("%.4f", rep.reference.perplexity), "+0", fmt("%.2f", rep.reference.bytes_per_token),
+           fmt("%.2fx", rep.reference.compression_ratio)});
+    for (const auto& r : rep.methods)
+      t.add({r.spec, fmt("%.3f", r.evict_ratio), fmt("%.0f", static_cast<double>(r.kept_per_head)),
+             fmt("%.5f", r.kl_mean), fmt("%.4f", r.top1_agreement), fmt("%.4f", r.perplexity),
+             fmt("%+.4f", r.ppl_delta), fmt("%.2f", r.bytes_per_token),
+             fmt("%.2fx", r.compression_ratio)});
+    t.print();
+  }
+  nlohmann::json jm = nlohmann::json::array();
+  jm.push_back(to_json(rep.reference));
+  for (const auto& r : rep.methods) jm.push_back(to_json(r));
+  const nlohmann::json j{{"model", model_path},
+                         {"tokenizer", tok_path},
+                         {"text", text_path},
+                         {"protocol", "prefill"},
+                         {"config", config_json(mc)},
+                         {"windows", rep.n_windows},
+                         {"skipped_windows", rep.skipped_windows},
+                         {"context", rep.context},
+                         {"continuation", rep.continuation},
+                         {"predicted_tokens", rep.predicted_tokens},
+                         {"skip_tokens", a.skip_tokens},
+                         {"seed", a.seed},
+                         {"ratios", parse_ratios(a.ratios)},
+                         {"reference", to_json(rep.reference)},
+                         {"methods", jm}};
+  if (!a.json.empty()) write_json(a.json, j);
+  if (!a.plot.empty()) write_plot(a.plot_script, a.json, a.plot, j, g, json_stdout);
+}
+
+void write_plot(const std::string& script, const std::string& json_arg, const std::string& png,
+                const nlohmann::json& j, const Globals& g, bool quiet) {
+  std::string json_path = json_arg;
+  bool temp = false;
+  if (json_path.empty() || json_path == "-") {
+    json_path =
+        (fs::temp_directory_path() / ("veloxquant_eval_" + std::to_string(::getpid()) + ".json"))
+            .string();
+    write_json(json_path, j);
+    temp = true;
+  }
+  const std::string command = "/usr/bin/python3 " + shell_quote(script) + " " +
+                              shell_quote(json_path) + " " + shell_quote(png);
+  const int rc = std::system(command.c_str());
+  if (temp) {
+    std::error_code ec;
+    fs::remove(json_path, ec);
+  }
+  VQ_CHECK(rc == 0, vq::Error, "--plot: '", command, "' failed (status ", rc,
+           "); it needs /usr/bin/python3 with matplotlib");
+  if (g.verbosity > 0 && !quiet) std::printf("\nplot written to %s\n", png.c_str());
+}
+
 void register_eval(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
       "eval",
@@ -104,7 +255,9 @@ void register_eval(CLI::App& app, Globals& g) {
       "perplexity, bytes held per token, speed. With no options: stories260K + tok512 on "
       "tinystories-val.txt with the default method set");
   struct Opts {
-    std::string model, tokenizer, text, methods, json, plot;
+    std::string model, tokenizer, text, methods, json, plot, protocol = "decode",
+                                                             ratios = "0.25,0.5,0.75,0.875";
+    int64_t context = 0, continuation = 0;
     int64_t max_tokens = kDefaultMaxTokens, prefill = 0, skip_tokens = 0;
     uint64_t seed = 0;
     bool strict_view = false, allow_foreign = false;
@@ -129,6 +282,23 @@ void register_eval(CLI::App& app, Globals& g) {
                   "tokens of each window fed through the exact prefill path (0 = all one by one)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--seed", o->seed, "cache seed");
+  cmd->add_option("--protocol", o->protocol,
+                  "decode: every window from BOS through the method's decode-time policy "
+                  "(default); prefill: kvpress's protocol, the context prefilled exactly, "
+                  "compressed once at each --ratios by the method's one-shot scoring, then the "
+                  "continuation teacher-forced with no further eviction (docs/eval.md)")
+      ->check(CLI::IsMember({"decode", "prefill"}));
+  cmd->add_option("--ratios", o->ratios,
+                  "prefill protocol: fractions of the context removed per KV head, each in [0, 1) "
+                  "(default 0.25,0.5,0.75,0.875)");
+  cmd->add_option("--context", o->context,
+                  "prefill protocol: context tokens per window, BOS included (0 = 3/4 of the "
+                  "model's context)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--continuation", o->continuation,
+                  "prefill protocol: continuation tokens teacher-forced after the compression "
+                  "(0 = the rest of each window)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_flag("--strict-view", o->strict_view,
                 "a token the cache drops at once does not attend to itself (see docs/eval.md)");
   cmd->add_option("--json", o->json, "write the results as JSON to this file ('-' = stdout)");
@@ -151,6 +321,12 @@ void register_eval(CLI::App& app, Globals& g) {
     const auto windows = text_windows(tok, o->text, o->skip_tokens, o->max_tokens, mc.seq_len,
                                       "evaluate", text_path);
 
+    if (o->protocol == "prefill") {
+      PrefillArgs a{o->methods, o->ratios,       o->json,        o->plot, plot_script,
+                    o->context, o->continuation, o->skip_tokens, o->seed, o->allow_foreign};
+      run_prefill(a, methods_opt->count() > 0, model_path, tok_path, text_path, model, windows, g);
+      return;
+    }
     vq::eval::FidelityOptions fo;
     // --methods given but empty (or only separators) is a mistake, not a request for the
     // default set.
@@ -172,11 +348,7 @@ void register_eval(CLI::App& app, Globals& g) {
 
     const bool json_stdout = o->json == "-";
     if (!json_stdout) {
-      std::printf(
-          "model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
-          model_path.c_str(), static_cast<long long>(mc.dim), static_cast<long long>(mc.n_layers),
-          static_cast<long long>(mc.n_heads), static_cast<long long>(mc.n_kv_heads),
-          static_cast<long long>(mc.head_dim()), static_cast<long long>(mc.seq_len));
+      print_model_line(model_path, mc);
       std::printf(
           "text %s: %lld tokens skipped, %lld windows, %lld predicted tokens, prefill %lld\n",
           text_path.c_str(), static_cast<long long>(o->skip_tokens),
@@ -199,15 +371,7 @@ void register_eval(CLI::App& app, Globals& g) {
     const nlohmann::json j{{"model", model_path},
                            {"tokenizer", tok_path},
                            {"text", text_path},
-                           {"config",
-                            {{"dim", mc.dim},
-                             {"hidden_dim", mc.hidden_dim},
-                             {"n_layers", mc.n_layers},
-                             {"n_heads", mc.n_heads},
-                             {"n_kv_heads", mc.n_kv_heads},
-                             {"head_dim", mc.head_dim()},
-                             {"vocab_size", mc.vocab_size},
-                             {"seq_len", mc.seq_len}}},
+                           {"config", config_json(mc)},
                            {"windows", rep.n_windows},
                            {"predicted_tokens", rep.predicted_tokens},
                            {"prefill", o->prefill},
@@ -217,28 +381,7 @@ void register_eval(CLI::App& app, Globals& g) {
                            {"reference", to_json(rep.reference)},
                            {"methods", jm}};
     if (!o->json.empty()) write_json(o->json, j);
-    if (!o->plot.empty()) {
-      const std::string& script = plot_script;
-      std::string json_path = o->json;
-      bool temp = false;
-      if (json_path.empty() || json_path == "-") {
-        json_path = (fs::temp_directory_path() /
-                     ("veloxquant_eval_" + std::to_string(::getpid()) + ".json"))
-                        .string();
-        write_json(json_path, j);
-        temp = true;
-      }
-      const std::string command = "/usr/bin/python3 " + shell_quote(script) + " " +
-                                  shell_quote(json_path) + " " + shell_quote(o->plot);
-      const int rc = std::system(command.c_str());
-      if (temp) {
-        std::error_code ec;
-        fs::remove(json_path, ec);
-      }
-      VQ_CHECK(rc == 0, vq::Error, "--plot: '", command, "' failed (status ", rc,
-               "); it needs /usr/bin/python3 with matplotlib");
-      if (g.verbosity > 0 && !json_stdout) std::printf("\nplot written to %s\n", o->plot.c_str());
-    }
+    if (!o->plot.empty()) write_plot(plot_script, o->json, o->plot, j, g, json_stdout);
   });
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cli_util.hpp"
+#include "eviction/one_shot.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
@@ -53,6 +54,7 @@ void register_evict(CLI::App& app, Globals& g) {
   struct Opts {
     std::string method, keys, values, kv, queries, out, json;
     int64_t prefill = 0, layer = 0;
+    double compress_ratio = -1;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--method,-m", o->method, "eviction method spec, e.g. 'curdkv:budget=64'")
@@ -68,15 +70,27 @@ void register_evict(CLI::App& app, Globals& g) {
   kv->excludes(keys)->excludes(values);
   cmd->add_option("--queries", o->queries,
                   "queries .npy [Hq, S, D], Hq a multiple of H (for methods that use them)");
-  cmd->add_option("--prefill", o->prefill,
-                  "tokens passed in the first update (the rest go one at a time)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  auto* prefill = cmd->add_option("--prefill", o->prefill,
+                                  "tokens passed in the first update (the rest go one at a time)")
+                      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--compress-ratio", o->compress_ratio,
+                  "one-shot compression (kvpress's protocol): all S tokens are the context, "
+                  "scored once by the method's one-shot rule; each head keeps "
+                  "max(1, int(S * (1 - R))) tokens. R in [0, 1). The method may carry an "
+                  "'adakv/' prefix (head-adaptive budgets)")
+      ->excludes(prefill);
   cmd->add_option("--out,-o", o->out,
                   "output .npy of kept positions [H, n_kept], int64 ('-' = stdout)")
       ->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
-    const vq::CacheConfig config = vq::CacheConfig::parse(o->method);
+    const bool one_shot = o->compress_ratio != -1;
+    vq::eviction::OneShotSpec spec;
+    if (one_shot) {
+      spec = vq::eviction::parse_one_shot(o->method);
+      vq::eviction::one_shot_keep(1, o->compress_ratio);  // refuses R outside [0, 1)
+    }
+    const vq::CacheConfig config = one_shot ? spec.method : vq::CacheConfig::parse(o->method);
     const vq::MethodInfo& m = vq::find_method(config.method());
     VQ_CHECK(m.family == vq::Family::Eviction, vq::InvalidArgument, "method '", m.id,
              "' is a transform method; evict needs an eviction method (see 'veloxquant "
@@ -105,7 +119,9 @@ void register_evict(CLI::App& app, Globals& g) {
     const int64_t S = K.S();
     VQ_CHECK(o->prefill <= S, vq::InvalidArgument, "--prefill ", o->prefill,
              " exceeds the sequence length S = ", S);
-    std::unique_ptr<vq::KVCache> cache = vq::make_cache(config, K.D());
+    std::unique_ptr<vq::KVCache> cache =
+        one_shot ? vq::eviction::make_one_shot_cache(spec, o->compress_ratio, K.D())
+                 : vq::make_cache(config, K.D());
     const bool use_q = !o->queries.empty();
     Progress progress(g, "evict", S);
     auto step = [&](int64_t s0, int64_t n) {
@@ -118,8 +134,12 @@ void register_evict(CLI::App& app, Globals& g) {
       }
       progress.update(s0 + n);
     };
-    if (o->prefill > 0) step(0, o->prefill);
-    for (int64_t s = o->prefill; s < S; ++s) step(s, 1);
+    if (one_shot) {
+      step(0, S);
+    } else {
+      if (o->prefill > 0) step(0, o->prefill);
+      for (int64_t s = o->prefill; s < S; ++s) step(s, 1);
+    }
     progress.finish();
 
     // Kept positions per head, ascending; heads that keep fewer are padded with -1.
@@ -145,7 +165,8 @@ void register_evict(CLI::App& app, Globals& g) {
     const vq::CacheStats st = cache->stats();
     nlohmann::json per_head = nlohmann::json::array();
     for (const auto& p : kept) per_head.push_back(p.size());
-    nlohmann::json j{{"method", config.to_string()},
+    nlohmann::json j{{"method", one_shot ? spec.to_string() : config.to_string()},
+                     {"compress_ratio", one_shot ? o->compress_ratio : 0.0},
                      {"H", H},
                      {"S", S},
                      {"D", K.D()},

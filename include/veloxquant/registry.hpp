@@ -16,6 +16,7 @@ namespace vq {
 
 class KVCache;
 class BlockCodec;
+class OneShotScorer;
 struct CacheContext;
 namespace store {
 class RowCodec;
@@ -44,6 +45,10 @@ struct MethodInfo {
   bool heads_coupled = false;
   /// Builds one layer's cache.
   std::function<std::unique_ptr<KVCache>(const CacheConfig&, const CacheContext&)> make_cache;
+  /// Eviction family: the method's one-shot scoring of a prefilled context (kvpress's protocol:
+  /// score every context token once, keep the best per KV head; see `eval --protocol prefill`
+  /// and `evict --compress-ratio`). Empty for methods without one.
+  std::function<std::unique_ptr<OneShotScorer>(const CacheConfig&)> make_scorer;
   /// Cross-option checks (e.g. n_sink < budget); throws InvalidArgument. May be empty.
   std::function<void(const CacheConfig&)> validate;
   /// Transform family (codecs) only: the resident row codec of one stream (one KV head's keys or

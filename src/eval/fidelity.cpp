@@ -5,6 +5,8 @@
 #include <cmath>
 #include <vector>
 
+#include "eviction/one_shot.hpp"
+#include "eviction/one_shot_spec.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 
@@ -266,6 +268,203 @@ MethodResult perplexity(const Model& model, const std::vector<std::vector<int32_
   }
   finish(r, acc, model.config());
   return r;
+}
+
+namespace {
+
+// Running KL / top-1 / NLL of one method against the reference's log-probabilities.
+struct Score {
+  double kl_sum = 0, agree = 0;
+  void add(MethodResult& r, const double* ref_p, int32_t ref_top, const float* lg, int64_t V,
+           int32_t target, std::vector<double>& lp) {
+    log_softmax(lg, V, lp.data());
+    double kl = 0;
+    for (int64_t v = 0; v < V; ++v)
+      kl += std::exp(ref_p[v]) * (ref_p[v] - lp[static_cast<size_t>(v)]);
+    kl = std::max(kl, 0.0);
+    kl_sum += kl;
+    r.kl_max = std::max(r.kl_max, kl);
+    agree += argmax(lg, V) == ref_top ? 1.0 : 0.0;
+    r.nll_sum -= lp[static_cast<size_t>(target)];
+    r.predicted += 1;
+  }
+  void finish(MethodResult& r) const {
+    r.kl_mean = r.predicted > 0 ? kl_sum / static_cast<double>(r.predicted) : 0;
+    r.top1_agreement = r.predicted > 0 ? agree / static_cast<double>(r.predicted) : 1;
+  }
+};
+
+// Prefill w[0, N), then step w[N .. N + M - 1]; on_logits(i, logits) for continuation step i
+// (predicting w[N + i + 1]). Memory is sampled after each step.
+template <typename F>
+void run_prefill_window(Engine& e, const std::vector<int32_t>& w, int64_t N, int64_t M, Acc& acc,
+                        F&& on_logits) {
+  e.reset();
+  const ModelConfig& c = e.model().config();
+  const double per_pos = static_cast<double>(c.n_layers * c.n_kv_heads);
+  const std::vector<int32_t> ctx(w.begin(), w.begin() + N);
+  double t0 = now_s();
+  e.prefill(ctx, false);
+  acc.seconds += now_s() - t0;
+  double last = 0;
+  for (int64_t i = 0; i < M; ++i) {
+    const int64_t p = N + i;
+    t0 = now_s();
+    const float* lg = e.step(w[static_cast<size_t>(p)]);
+    acc.seconds += now_s() - t0;
+    const CacheStats st = e.stats();
+    last = st.kept_bytes / (per_pos * static_cast<double>(p + 1));
+    acc.stored_sum += st.stored_bytes / (per_pos * static_cast<double>(p + 1));
+    acc.mem_sum += last;
+    acc.mem_n += 1;
+    on_logits(i, lg);
+  }
+  acc.processed += N + M;
+  acc.mem_final_sum += last;
+  acc.windows += 1;
+}
+
+}  // namespace
+
+PrefillReport run_prefill_protocol(const Model& model,
+                                   const std::vector<std::vector<int32_t>>& windows,
+                                   const PrefillOptions& opt) {
+  check_windows(model, windows);
+  const ModelConfig& c = model.config();
+  const int64_t V = c.vocab_size;
+  const int64_t N = opt.context > 0 ? opt.context : c.seq_len * 3 / 4;
+  VQ_CHECK(opt.context >= 0, InvalidArgument, "prefill protocol: context = ", opt.context,
+           " must be >= 0 (0 = 3/4 of the model's context)");
+  VQ_CHECK(opt.continuation >= 0, InvalidArgument,
+           "prefill protocol: continuation = ", opt.continuation,
+           " must be >= 0 (0 = the rest of each window)");
+  VQ_CHECK(N >= 2, InvalidArgument, "prefill protocol: context = ", N,
+           " must be >= 2 (BOS and one token)");
+  VQ_CHECK(N + 2 <= c.seq_len, InvalidArgument, "prefill protocol: context = ", N,
+           " leaves no continuation: the model's context length is ", c.seq_len,
+           ", so the context must be <= ", c.seq_len - 2,
+           " (one continuation token fed and the token after it)");
+  VQ_CHECK(N + opt.continuation + 1 <= c.seq_len, InvalidArgument, "prefill protocol: context ", N,
+           " + continuation ", opt.continuation, " + 1 = ", N + opt.continuation + 1,
+           " exceeds the model's context length ", c.seq_len);
+  VQ_CHECK(!opt.ratios.empty(), InvalidArgument, "prefill protocol: no ratio given");
+  for (double r : opt.ratios) eviction::one_shot_keep(N, r);  // refuses r outside [0, 1)
+
+  // Parse and build everything first: a bad spec costs nothing.
+  const CacheConfig full_cfg = CacheConfig::parse("full");
+  struct Run {
+    std::string spec;
+    double ratio;
+    Engine engine;
+  };
+  std::vector<Run> runs;
+  const int64_t D = c.head_dim(), L = c.n_layers;
+  for (const auto& s : opt.methods) {
+    // A transform method (a codec alone) evicts nothing: one run, every token kept in its form.
+    if (eviction::is_codec_alone(s)) {
+      const CacheConfig cfg = CacheConfig::parse(s);
+      runs.push_back(Run{cfg.to_string(), 0.0, Engine(model, cfg, EngineOptions{opt.seed, false})});
+      continue;
+    }
+    const eviction::OneShotSpec spec = eviction::parse_one_shot(s);
+    for (double r : opt.ratios) {
+      Engine::CacheFactory f = [spec, r, D, L, seed = opt.seed](int64_t l) {
+        return eviction::make_one_shot_cache(spec, r, D, l, L, layer_seed(seed, l));
+      };
+      runs.push_back(Run{spec.to_string(), r, Engine(model, f, EngineOptions{opt.seed, false})});
+    }
+  }
+  Engine ref(model, full_cfg, EngineOptions{opt.seed, false});
+
+  PrefillReport rep;
+  rep.context = N;
+  std::vector<const std::vector<int32_t>*> used;
+  int64_t longest = 0;
+  for (const auto& w : windows) {
+    const auto W = static_cast<int64_t>(w.size());
+    longest = std::max(longest, W);
+    const int64_t need = N + std::max<int64_t>(opt.continuation, 1) + 1;
+    if (W >= need)
+      used.push_back(&w);
+    else
+      rep.skipped_windows += 1;
+  }
+  VQ_CHECK(!used.empty(), InvalidArgument, "prefill protocol: context = ", N, " + continuation ",
+           std::max<int64_t>(opt.continuation, 1), " + 1 needs windows of at least ",
+           N + std::max<int64_t>(opt.continuation, 1) + 1, " tokens; the longest holds ", longest);
+  rep.n_windows = static_cast<int64_t>(used.size());
+  rep.reference.spec = full_cfg.to_string();
+  rep.reference.evict_ratio = 0;
+  rep.reference.kept_per_head = N;
+  std::vector<MethodResult> res(runs.size());
+  std::vector<Acc> accs(runs.size());
+  std::vector<Score> scores(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    res[i].spec = runs[i].spec;
+    res[i].evict_ratio = runs[i].ratio;
+    res[i].kept_per_head = eviction::one_shot_keep(N, runs[i].ratio);
+  }
+  Acc ref_acc;
+  Score ref_score;
+  const int64_t total = rep.n_windows * static_cast<int64_t>(1 + runs.size());
+  int64_t done = 0;
+  std::vector<double> ref_lp, lp(static_cast<size_t>(V));
+  std::vector<int32_t> ref_top;
+  for (const auto* wp : used) {
+    const auto& w = *wp;
+    const auto W = static_cast<int64_t>(w.size());
+    const int64_t M = opt.continuation > 0 ? opt.continuation : W - N - 1;
+    rep.continuation = std::max(rep.continuation, M);
+    rep.predicted_tokens += M;
+    ref_lp.assign(static_cast<size_t>(M * V), 0.0);
+    ref_top.assign(static_cast<size_t>(M), 0);
+    run_prefill_window(ref, w, N, M, ref_acc, [&](int64_t i, const float* lg) {
+      double* out = ref_lp.data() + i * V;
+      log_softmax(lg, V, out);
+      ref_top[static_cast<size_t>(i)] = argmax(lg, V);
+      rep.reference.nll_sum -= out[w[static_cast<size_t>(N + i + 1)]];
+      rep.reference.predicted += 1;
+    });
+    if (opt.progress) opt.progress(++done, total);
+    for (size_t k = 0; k < runs.size(); ++k) {
+      run_prefill_window(runs[k].engine, w, N, M, accs[k], [&](int64_t i, const float* lg) {
+        scores[k].add(res[k], ref_lp.data() + i * V, ref_top[static_cast<size_t>(i)], lg, V,
+                      w[static_cast<size_t>(N + i + 1)], lp);
+      });
+      if (opt.progress) opt.progress(++done, total);
+    }
+  }
+  finish(rep.reference, ref_acc, c);
+  for (size_t k = 0; k < runs.size(); ++k) {
+    scores[k].finish(res[k]);
+    finish(res[k], accs[k], c);
+    res[k].ppl_delta = res[k].perplexity - rep.reference.perplexity;
+    res[k].ppl_delta_rel =
+        rep.reference.perplexity > 0 ? res[k].ppl_delta / rep.reference.perplexity : 0;
+  }
+  rep.methods = std::move(res);
+  return rep;
+}
+
+std::vector<std::string> default_one_shot_methods() {
+  std::vector<std::string> out;
+  const std::vector<std::string> wanted = {"streaming_llm",
+                                           "snapkv:window=64,kernel=5,pool=avg",
+                                           "tova",
+                                           "knorm",
+                                           "h2o",
+                                           "qfilters",
+                                           "expected_attention",
+                                           "curdkv_paper",
+                                           "curdkv",
+                                           "adakv/snapkv:window=64,kernel=5,pool=avg"};
+  for (const auto& s : wanted) {
+    const std::string rest = s.rfind("adakv/", 0) == 0 ? s.substr(6) : s;
+    const std::string id = rest.substr(0, rest.find(':'));
+    for (const auto& m : methods())
+      if (m.id == id && m.make_scorer) out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace vq::eval

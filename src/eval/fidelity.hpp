@@ -56,7 +56,11 @@ struct MethodResult {
   double compression_ratio = 1;     ///< fp16_bytes_per_token / bytes_per_token
   double compression_ratio_final = 1;
   int64_t tokens_processed = 0;  ///< tokens fed through the engine
-  double seconds = 0;            ///< wall time inside Engine::prefill/step (scoring excluded)
+  /// Prefill protocol only: the fraction of context tokens removed per KV head (-1 otherwise)
+  /// and the tokens each head keeps at the compression (int(N * (1 - ratio)), at least 1).
+  double evict_ratio = -1;
+  int64_t kept_per_head = 0;
+  double seconds = 0;  ///< wall time inside Engine::prefill/step (scoring excluded)
   double tokens_per_s = 0;
 };
 
@@ -85,6 +89,44 @@ FidelityReport run_fidelity(const Model& model, const std::vector<std::vector<in
 /// value of the head (bit_budget = 2, 4, 8 x head_dim per token, i.e. 1/8, 1/4, 1/2 of fp16
 /// before overheads); q8_0; q4_0. Methods not registered in this build are left out.
 std::vector<std::string> default_methods(int64_t context, int64_t head_dim);
+
+/// The prefill protocol (kvpress's way of judging eviction): each window's first `context`
+/// tokens (BOS included) go through one exact prefill, then each method compresses its cache
+/// once, at each ratio, with its one-shot scoring (eviction/one_shot.hpp), and the next
+/// `continuation` tokens are teacher-forced one at a time with no further eviction. Scored:
+/// the continuation's predictions (positions context .. context + continuation - 1, predicting
+/// the token after each), against the full cache over the same tokens.
+struct PrefillOptions {
+  /// One-shot specs ("snapkv:window=64", "adakv/knorm", "snapkv+q8_0", ...), each run at every
+  /// ratio; a transform method alone ("q8_0", "kvtc:...") evicts nothing and runs once (ratio 0).
+  std::vector<std::string> methods;
+  std::vector<double> ratios = {0.5};
+  int64_t context = 0;       ///< N; 0 = 3/4 of the model's context length
+  int64_t continuation = 0;  ///< M; 0 = the rest of each window
+  uint64_t seed = 0;
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+struct PrefillReport {
+  int64_t n_windows = 0;              ///< windows used (long enough for context + 1 continuation)
+  int64_t skipped_windows = 0;        ///< shorter windows left out
+  int64_t context = 0;                ///< N
+  int64_t continuation = 0;           ///< M (the longest used)
+  int64_t predicted_tokens = 0;       ///< continuation predictions scored
+  MethodResult reference;             ///< `full` over the same tokens
+  std::vector<MethodResult> methods;  ///< for each method, each ratio in the order given
+};
+
+/// Runs the prefill protocol. Bad input (a ratio outside [0, 1), a context that leaves no
+/// continuation, a method without one-shot scoring) is refused with InvalidArgument before any
+/// work.
+PrefillReport run_prefill_protocol(const Model& model,
+                                   const std::vector<std::vector<int32_t>>& windows,
+                                   const PrefillOptions& opt);
+
+/// The default one-shot comparison: every eviction method with one-shot scoring, kvpress's
+/// settings where kvpress has the press.
+std::vector<std::string> default_one_shot_methods();
 
 /// Teacher-forced perplexity of one method (KL/top-1 fields left at their no-difference values).
 MethodResult perplexity(const Model& model, const std::vector<std::vector<int32_t>>& windows,

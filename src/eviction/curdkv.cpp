@@ -5,7 +5,9 @@
 //   3. leverage l_i of each row of W over its top min(rank_cap, n, D) singular directions;
 //   4. cumulative score += l; the newcomer is seeded with its own leverage inside the enlarged
 //      block it joins (its key attends to itself too);
-//   5. over budget, evict the lowest score outside the first n_sink positions.
+//   5. over budget, evict the lowest score outside the first n_sink positions and the last
+//      `recent` positions (recent = 0, the spec's rule, protects no recent window).
+// One-shot scoring (the prefill protocol): curdkv_one_shot.cpp.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -17,6 +19,7 @@
 
 using vq::eviction::SubspaceLeverage;
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq {
@@ -27,6 +30,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   CurDKVCache(const CacheConfig& c, const CacheContext& ctx)
       : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
         rank_cap_(c.get_int("rank_cap")),
+        recent_(c.get_int("recent")),
         mean_score_(c.get_string("score") == "mean"),
         use_queries_(c.get_string("query") == "true"),
         reference_(c.get_string("solver") == "reference"),
@@ -41,8 +45,9 @@ class CurDKVCache final : public eviction::EvictionCache {
     } else {
       on_token_fast(st, k, v, q, pos);
     }
-    if (over_budget(st)) {  // step 5: no recent window, sinks only
-      const int64_t protect_from = std::numeric_limits<int64_t>::max();
+    if (over_budget(st)) {  // step 5: sinks and the recent window (if any) stay
+      const int64_t protect_from =
+          recent_ > 0 ? pos + 1 - recent_ : std::numeric_limits<int64_t>::max();
       const int64_t victim = mean_score_
                                  ? argmin_evictable(st, protect_from,
                                                     [&](int64_t i) {
@@ -158,6 +163,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   }
 
   int64_t rank_cap_;
+  int64_t recent_;
   bool mean_score_;
   bool use_queries_;
   bool reference_;
@@ -196,6 +202,7 @@ MethodInfo curdkv_method_info() {
       eviction::budget_option(),
       eviction::n_sink_option(),
       opt_int("rank_cap", 16, 1, 65536, "leading singular directions in each leverage estimate"),
+      opt_int("recent", 0, 0, kMaxBudget, "most recent positions that are never evicted"),
       opt_choice("score", "cumulative", {"cumulative", "mean"},
                  "eviction key: summed leverage, or leverage per update received"),
       opt_choice("query", "true", {"true", "proxy"},
@@ -204,10 +211,16 @@ MethodInfo curdkv_method_info() {
                  "leverage routine: tracked subspace (fast), converged Gram subspace (exact), or "
                  "the full-SVD oracle"),
   };
-  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.validate = [](const CacheConfig& c) {
+    eviction::check_sinks_below_budget(c);
+    VQ_CHECK(c.get_int("n_sink") + c.get_int("recent") < c.get_int("budget"), InvalidArgument,
+             c.method(), ": n_sink + recent = ", c.get_int("n_sink") + c.get_int("recent"),
+             " must be below budget = ", c.get_int("budget"), " so that some token can be evicted");
+  };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<CurDKVCache>(c, ctx);
   };
+  m.make_scorer = eviction::make_curdkv_scorer;
   return m;
 }
 

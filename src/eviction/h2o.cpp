@@ -2,9 +2,12 @@
 // every later token; over budget, the token with the least accumulated mass (outside the sinks
 // and the recent window) is evicted. Attention comes from the key-as-query proxy
 // softmax(K k / sqrt(D)) or, when the engine supplies them, the true queries.
+#include <algorithm>
+
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq {
@@ -49,6 +52,32 @@ class H2OCache final : public eviction::EvictionCache {
   }
 };
 
+// One shot (kvpress's ObservedAttentionPress): the attention token j receives from every context
+// query i >= j (causal prefill attention), summed and divided by the S - j queries that could
+// see it, averaged over the KV head's query group. No sinks, no recent window.
+class H2OScorer final : public OneShotScorer {
+ public:
+  explicit H2OScorer(const CacheConfig& c) : use_queries_(c.get_string("query") == "true") {}
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S, G = in.probes(use_queries_);
+    std::vector<double> a(static_cast<size_t>(S));
+    for (int64_t h = 0; h < in.H; ++h) {
+      double* o = out + h * S;
+      std::fill(o, o + S, 0.0);
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t i = 0; i < S; ++i) {
+          eviction::causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, i), i,
+                                     a.data());
+          for (int64_t j = 0; j <= i; ++j) o[j] += a[static_cast<size_t>(j)];
+        }
+      for (int64_t j = 0; j < S; ++j) o[j] /= static_cast<double>(G * (S - j));
+    }
+  }
+
+ private:
+  bool use_queries_;
+};
+
 }  // namespace
 
 MethodInfo h2o_method_info() {
@@ -72,6 +101,9 @@ MethodInfo h2o_method_info() {
   };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<H2OCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<H2OScorer>(c);
   };
   return m;
 }

@@ -4,11 +4,13 @@
 // highest-norm non-sink token leaves, so at any time the non-sink tokens kept are exactly the
 // budget - (sinks held) lowest-norm keys seen so far (ties: the later position stays).
 // Adaptation: the paper leaves the first layers uncompressed; here every layer uses the rule.
+#include <cmath>
 #include <limits>
 
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 
 namespace vq {
 namespace {
@@ -30,6 +32,18 @@ class KNormCache final : public eviction::EvictionCache {
   }
 };
 
+// One shot (kvpress's KnormPress): score -||k||, no sinks.
+class KNormScorer final : public OneShotScorer {
+ public:
+  void score(const OneShotInput& in, double* out) const override {
+    for (int64_t h = 0; h < in.H; ++h)
+      for (int64_t s = 0; s < in.S; ++s) {
+        const Eigen::Map<const Eigen::VectorXf> k(in.key(h, s), in.D);
+        out[h * in.S + s] = -std::sqrt(k.cast<double>().squaredNorm());
+      }
+  }
+};
+
 }  // namespace
 
 MethodInfo knorm_method_info() {
@@ -44,6 +58,9 @@ MethodInfo knorm_method_info() {
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<KNormCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig&) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<KNormScorer>();
   };
   return m;
 }

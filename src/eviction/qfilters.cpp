@@ -18,6 +18,7 @@
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 
 namespace vq {
 namespace {
@@ -96,6 +97,33 @@ class QFiltersCache final : public eviction::EvictionCache {
   }
 };
 
+// One shot: the filter u of KV head h is the top right singular vector of the context's queries
+// of its group (all G query heads, all S positions, after RoPE), signed so that u . sum(q) >= 0;
+// the score is k . u (the keys that the average query favours). Without queries, the keys'
+// own top direction (the decode variant's rule). kvpress's QFilterPress instead loads filters
+// learned offline per model and scores -(filter . k); no such filters exist for these models.
+class QFiltersScorer final : public OneShotScorer {
+ public:
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t D = in.D, S = in.S, G = in.probes(true);
+    for (int64_t h = 0; h < in.H; ++h) {
+      Eigen::MatrixXd gram = Eigen::MatrixXd::Zero(D, D);
+      Eigen::VectorXd sum = Eigen::VectorXd::Zero(D);
+      for (int64_t g = 0; g < G; ++g) {
+        const Eigen::Map<const eviction::RowMatF> P(in.probe(true, h, g, 0), S, D);
+        const eviction::RowMatD Pd = P.cast<double>();
+        gram.noalias() += Pd.transpose() * Pd;
+        sum += Pd.colwise().sum().transpose();
+      }
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram);
+      Eigen::VectorXd u = eig.eigenvectors().col(D - 1);
+      if (u.dot(sum) < 0) u = -u;
+      for (int64_t s = 0; s < S; ++s)
+        out[h * S + s] = Eigen::Map<const Eigen::VectorXf>(in.key(h, s), D).cast<double>().dot(u);
+    }
+  }
+};
+
 }  // namespace
 
 MethodInfo qfilters_method_info() {
@@ -111,6 +139,9 @@ MethodInfo qfilters_method_info() {
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<QFiltersCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig&) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<QFiltersScorer>();
   };
   return m;
 }

@@ -23,6 +23,7 @@
 #include "core/options.hpp"
 #include "eviction/attention_window.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq {
@@ -139,6 +140,57 @@ class SnapKVCache final : public eviction::ChunkScoringCache {
   }
 };
 
+// One shot (kvpress's SnapKVPress; its defaults are window=64,kernel=5,pool=avg): each query
+// head of the group attends causally from the last `window` context positions; the attention
+// on the S - window earlier tokens is averaged over those probes, pooled over `kernel`
+// neighbours (avg: zero padding, always divided by kernel, as avg_pool1d; max: out-of-range
+// neighbours ignored), then averaged over the group. The window's own tokens get the layer's
+// largest score. Needs S > window.
+class SnapKVScorer final : public OneShotScorer {
+ public:
+  explicit SnapKVScorer(const CacheConfig& c)
+      : window_(c.get_int("window")),
+        kernel_(c.get_int("kernel")),
+        max_pool_(c.get_string("pool") == "max"),
+        use_queries_(c.get_string("query") == "true") {}
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S, w = window_, P = S - w, G = in.probes(use_queries_), half = kernel_ / 2;
+    VQ_CHECK(S > w, InvalidArgument, "snapkv one-shot: the context holds S = ", S,
+             " tokens; it must be longer than window = ", w);
+    std::vector<double> a(static_cast<size_t>(S)), mean(static_cast<size_t>(P));
+    double mx = -kInf;
+    for (int64_t h = 0; h < in.H; ++h) {
+      double* o = out + h * S;
+      std::fill(o, o + S, 0.0);
+      for (int64_t g = 0; g < G; ++g) {
+        std::fill(mean.begin(), mean.end(), 0.0);
+        for (int64_t t = P; t < S; ++t) {
+          eviction::causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, t), t,
+                                     a.data());
+          for (int64_t j = 0; j < P; ++j) mean[static_cast<size_t>(j)] += a[static_cast<size_t>(j)];
+        }
+        for (double& m : mean) m /= static_cast<double>(w);
+        for (int64_t j = 0; j < P; ++j) {
+          const int64_t lo = std::max<int64_t>(0, j - half),
+                        hi = std::min<int64_t>(P - 1, j + half);
+          double pooled = max_pool_ ? -kInf : 0.0;
+          for (int64_t u = lo; u <= hi; ++u)
+            pooled = max_pool_ ? std::max(pooled, mean[static_cast<size_t>(u)])
+                               : pooled + mean[static_cast<size_t>(u)];
+          if (!max_pool_) pooled /= static_cast<double>(kernel_);
+          o[j] += pooled / static_cast<double>(G);
+        }
+      }
+      for (int64_t j = 0; j < P; ++j) mx = std::max(mx, o[j]);
+    }
+    for (int64_t h = 0; h < in.H; ++h) std::fill(out + h * S + P, out + (h + 1) * S, mx);
+  }
+
+ private:
+  int64_t window_, kernel_;
+  bool max_pool_, use_queries_;
+};
+
 }  // namespace
 
 MethodInfo snapkv_method_info() {
@@ -165,6 +217,9 @@ MethodInfo snapkv_method_info() {
   };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<SnapKVCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<SnapKVScorer>(c);
   };
   return m;
 }

@@ -8,6 +8,7 @@
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 
 namespace vq {
 namespace {
@@ -29,6 +30,22 @@ class StreamingLLMCache final : public eviction::EvictionCache {
   }
 };
 
+// One shot (kvpress's StreamingLLMPress): the sinks, then the most recent tokens. The score is
+// the position (sinks +inf), so the top n_keep are the sinks and the last n_keep - n_sink.
+class StreamingLLMScorer final : public OneShotScorer {
+ public:
+  explicit StreamingLLMScorer(const CacheConfig& c) : n_sink_(c.get_int("n_sink")) {}
+  void score(const OneShotInput& in, double* out) const override {
+    for (int64_t h = 0; h < in.H; ++h)
+      for (int64_t s = 0; s < in.S; ++s)
+        out[h * in.S + s] = in.pos0 + s < n_sink_ ? std::numeric_limits<double>::infinity()
+                                                  : static_cast<double>(in.pos0 + s);
+  }
+
+ private:
+  int64_t n_sink_;
+};
+
 }  // namespace
 
 MethodInfo streaming_llm_method_info() {
@@ -44,6 +61,9 @@ MethodInfo streaming_llm_method_info() {
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<StreamingLLMCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<StreamingLLMScorer>(c);
   };
   return m;
 }

@@ -12,6 +12,7 @@
 #include "core/options.hpp"
 #include "eviction/attention_window.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 
 namespace vq {
 namespace {
@@ -39,6 +40,34 @@ class TovaCache final : public eviction::EvictionCache {
   int64_t policy_bytes() const override { return scratch_.bytes(); }
 };
 
+// One shot (kvpress's TOVAPress): the attention of the last context token over the others,
+// averaged over every query head of the layer (all KV heads' groups), the same score for every
+// KV head; the last token itself gets the largest of those scores (kept first).
+class TovaScorer final : public OneShotScorer {
+ public:
+  explicit TovaScorer(const CacheConfig& c) : use_queries_(c.get_string("query") == "true") {}
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S, G = in.probes(use_queries_);
+    std::vector<double> mean(static_cast<size_t>(S), 0.0), a(static_cast<size_t>(S));
+    for (int64_t h = 0; h < in.H; ++h)
+      for (int64_t g = 0; g < G; ++g) {
+        eviction::causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, S - 1),
+                                   S - 1, a.data());
+        for (int64_t j = 0; j < S; ++j) mean[static_cast<size_t>(j)] += a[static_cast<size_t>(j)];
+      }
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j + 1 < S; ++j) {
+      mean[static_cast<size_t>(j)] /= static_cast<double>(in.H * G);
+      mx = std::max(mx, mean[static_cast<size_t>(j)]);
+    }
+    mean[static_cast<size_t>(S - 1)] = S > 1 ? mx : 1.0;
+    for (int64_t h = 0; h < in.H; ++h) std::copy(mean.begin(), mean.end(), out + h * S);
+  }
+
+ private:
+  bool use_queries_;
+};
+
 }  // namespace
 
 MethodInfo tova_method_info() {
@@ -55,6 +84,9 @@ MethodInfo tova_method_info() {
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<TovaCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<TovaScorer>(c);
   };
   return m;
 }

@@ -323,4 +323,28 @@ TEST(Curdkv, TrueQueriesChangeTheDrivingAttention) {
   EXPECT_NE(with_q->fetch().positions, no_q->fetch().positions);
 }
 
+TEST(Curdkv, RecentWindowIsNeverEvicted) {
+  const int64_t S = 60, budget = 16, recent = 6;
+  auto K = vqtest::random_tensor(1, 1, S, 8, 21);
+  auto V = vqtest::random_tensor(1, 1, S, 8, 22);
+  auto cache = vq::make_cache("curdkv:budget=16,n_sink=2,recent=6", 8);
+  for (int64_t s = 0; s < S; ++s) {
+    cache->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1));
+    const auto r = cache->fetch();
+    ASSERT_LE(r.n_kept, budget);
+    for (int64_t p = std::max<int64_t>(0, s + 1 - recent); p <= s; ++p)
+      EXPECT_NE(std::find(r.positions.begin(), r.positions.end(), p), r.positions.end())
+          << "position " << p << " after token " << s;
+    for (int64_t p = 0; p < std::min<int64_t>(2, s + 1); ++p)
+      EXPECT_NE(std::find(r.positions.begin(), r.positions.end(), p), r.positions.end());
+  }
+  // Without the window the newest token can leave (the spec's rule): the caches differ.
+  auto plain = vq::make_cache("curdkv:budget=16,n_sink=2", 8);
+  plain->update(K, V);
+  cache = vq::make_cache("curdkv:budget=16,n_sink=2,recent=6", 8);
+  cache->update(K, V);
+  EXPECT_NE(plain->fetch().positions, cache->fetch().positions);
+  EXPECT_THROW(vq::make_cache("curdkv:budget=16,n_sink=4,recent=12", 8), vq::InvalidArgument);
+}
+
 }  // namespace

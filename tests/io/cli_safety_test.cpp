@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -306,6 +307,43 @@ TEST_F(CliSafety, EvictTakesALayerOfADumpKvFile) {
       cli("evict -m curdkv:budget=12 --kv " + path("kv.npy") + " --layer 2 --out " + path("c.npy"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("--layer 2 is outside [0, 1]"), std::string::npos) << bad.err;
+}
+
+TEST_F(CliSafety, EvictCompressRatioKeepsTheOneShotChoice) {
+  // knorm at ratio 0.875 over S = 100: each head keeps int(12.5) = 12 tokens, the 12 lowest-norm
+  // keys; the bad inputs are refused naming the value.
+  const int64_t H = 2, S = 100, D = 8;
+  vq::Rng rng(5);
+  std::vector<float> k(static_cast<size_t>(H * S * D)), v(k.size());
+  for (auto& x : k) x = static_cast<float>(rng.normal());
+  for (auto& x : v) x = static_cast<float>(rng.normal());
+  vq::write_npy(path("k.npy"), vq::npy_from_float(k.data(), {H, S, D}, vq::NpyDtype::Float32));
+  vq::write_npy(path("v.npy"), vq::npy_from_float(v.data(), {H, S, D}, vq::NpyDtype::Float32));
+  const std::string kv = " --keys " + path("k.npy") + " --values " + path("v.npy");
+  const CliResult r = cli("evict -m knorm --compress-ratio 0.875" + kv + " --out " + path("o.npy"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const vq::NpyArray a = vq::read_npy(path("o.npy"));
+  ASSERT_EQ(a.shape, (std::vector<int64_t>{H, 12}));
+  const std::vector<int64_t> kept = a.to_int64();
+  for (int64_t h = 0; h < H; ++h) {
+    std::vector<std::pair<double, int64_t>> norms;
+    for (int64_t s = 0; s < S; ++s) {
+      double n = 0;
+      for (int64_t d = 0; d < D; ++d) n += std::pow(k[static_cast<size_t>((h * S + s) * D + d)], 2);
+      norms.emplace_back(n, s);
+    }
+    std::sort(norms.begin(), norms.end());
+    std::vector<int64_t> want;
+    for (int i = 0; i < 12; ++i) want.push_back(norms[static_cast<size_t>(i)].second);
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(std::vector<int64_t>(kept.begin() + h * 12, kept.begin() + (h + 1) * 12), want);
+  }
+  CliResult bad = cli("evict -m knorm --compress-ratio 1" + kv + " --out " + path("p.npy"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("compression ratio = 1 is outside [0, 1)"), std::string::npos) << bad.err;
+  bad = cli("evict -m keyformer --compress-ratio 0.5" + kv + " --out " + path("p.npy"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("'keyformer' has no one-shot scoring"), std::string::npos) << bad.err;
 }
 
 TEST_F(CliSafety, ANonFiniteValueIsReportedWithItsStreamPosition) {

@@ -1,0 +1,193 @@
+// `curdkv_paper`: CurDKV as its paper (Sengupta et al., arXiv:2509.15038) and kvpress's CURPress
+// compute it, beside the seed's per-token adaptation `curdkv`. For the tokens of one KV head,
+// in position order:
+//   k2_i = ||k_i||^2, v2_i = ||v_i||^2        (with projection=gaussian: of k G and v G, where
+//                                              G [D, rank] has N(0, 1/rank) entries drawn from
+//                                              `seed`, the same G for every layer and head)
+//   k2, v2 each divided by their sum over the local window of `window` consecutive tokens that
+//   holds i (windows start at token 0; a window of zeros stays zero)
+//   score = k2 (leverage=key), v2 (value), (k2 + v2) / 2 (kv_avg) or k2 * v2 (kv_product),
+//   divided by its sum over all tokens; the first n_sink positions get 1 (kept first).
+// One shot (the prefill protocol): the context is scored once and the best tokens kept.
+// Decode: every token is appended; over budget the held tokens (in position order) are scored
+// again by the same formula and the lowest one outside the sinks leaves. kvpress has no decode
+// rule for CURPress; this one re-scores the held set at each eviction (O(budget * D) per token).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "core/options.hpp"
+#include "core/rng.hpp"
+#include "eviction/eviction_cache.hpp"
+#include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace vq {
+namespace {
+
+enum class Leverage : int { Key, Value, KvAvg, KvProduct };
+
+struct CurParams {
+  Leverage leverage = Leverage::KvProduct;
+  int64_t window = 16;
+  int64_t n_sink = 4;
+  int64_t rank = 0;  // 0: no projection
+  eviction::RowMatD G;
+  CurParams(const CacheConfig& c, int64_t D) {
+    const std::string& l = c.get_string("leverage");
+    leverage = l == "key"      ? Leverage::Key
+               : l == "value"  ? Leverage::Value
+               : l == "kv_avg" ? Leverage::KvAvg
+                               : Leverage::KvProduct;
+    window = c.get_int("window");
+    n_sink = c.get_int("n_sink");
+    if (c.get_string("projection") == "gaussian") {
+      rank = c.get_int("rank");
+      G.resize(D, rank);
+      Rng rng(static_cast<uint64_t>(c.get_int("seed")));
+      const double sd = 1.0 / std::sqrt(static_cast<double>(rank));
+      for (int64_t i = 0; i < D; ++i)
+        for (int64_t j = 0; j < rank; ++j) G(i, j) = sd * rng.normal();
+    }
+  }
+  // Squared norm of a row, after the projection when there is one.
+  double energy(const float* x, int64_t D) const {
+    const Eigen::Map<const Eigen::RowVectorXf> r(x, D);
+    if (rank == 0) return r.cast<double>().squaredNorm();
+    return (r.cast<double>() * G).squaredNorm();
+  }
+};
+
+// Divides x[0, n) by its sums over consecutive windows of w (a zero sum leaves zeros).
+void local_normalise(std::vector<double>& x, int64_t n, int64_t w) {
+  for (int64_t b = 0; b < n; b += w) {
+    const int64_t e = std::min(n, b + w);
+    double s = 0;
+    for (int64_t i = b; i < e; ++i) s += x[static_cast<size_t>(i)];
+    if (s > 0)
+      for (int64_t i = b; i < e; ++i) x[static_cast<size_t>(i)] /= s;
+  }
+}
+
+// CUR scores of n rows in position order; row i's key / value at k(i) / v(i); pos(i) its
+// absolute position (for the sinks).
+template <typename KF, typename VF, typename PF>
+void cur_scores(const CurParams& p, int64_t n, int64_t D, KF k, VF v, PF pos, double* out,
+                std::vector<double>& k2, std::vector<double>& v2) {
+  k2.resize(static_cast<size_t>(n));
+  v2.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    k2[static_cast<size_t>(i)] = p.energy(k(i), D);
+    v2[static_cast<size_t>(i)] = p.energy(v(i), D);
+  }
+  local_normalise(k2, n, p.window);
+  local_normalise(v2, n, p.window);
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = k2[static_cast<size_t>(i)], b = v2[static_cast<size_t>(i)];
+    out[i] = p.leverage == Leverage::Key     ? a
+             : p.leverage == Leverage::Value ? b
+             : p.leverage == Leverage::KvAvg ? (a + b) / 2
+                                             : a * b;
+    total += out[i];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (total > 0) out[i] /= total;
+    if (pos(i) < p.n_sink) out[i] = 1.0;
+  }
+}
+
+class CurPaperScorer final : public OneShotScorer {
+ public:
+  explicit CurPaperScorer(const CacheConfig& c) : c_(c) {}
+  void score(const OneShotInput& in, double* out) const override {
+    const CurParams p(c_, in.D);
+    std::vector<double> k2, v2;
+    for (int64_t h = 0; h < in.H; ++h)
+      cur_scores(
+          p, in.S, in.D, [&](int64_t i) { return in.key(h, i); },
+          [&](int64_t i) { return in.value(h, i); }, [&](int64_t i) { return in.pos0 + i; },
+          out + h * in.S, k2, v2);
+  }
+
+ private:
+  CacheConfig c_;
+};
+
+class CurPaperCache final : public eviction::EvictionCache {
+ public:
+  CurPaperCache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")), p_(c, ctx.head_dim) {}
+
+ protected:
+  void on_token(eviction::HeadState& st, const float* k, const float* v, const eviction::QueryRows&,
+                int64_t pos) override {
+    append(st, k, v, pos, 0.0);
+    if (!over_budget(st)) return;
+    const int64_t n = st.n, D = head_dim();
+    kbuf_.resize(static_cast<size_t>(n * D));
+    vbuf_.resize(static_cast<size_t>(n * D));
+    keys(st).read(0, n, kbuf_.data());
+    values(st).read(0, n, vbuf_.data());
+    order_.resize(static_cast<size_t>(n));
+    std::iota(order_.begin(), order_.end(), int64_t{0});
+    std::sort(order_.begin(), order_.end(),
+              [&](int64_t a, int64_t b) { return st.kv.position(a) < st.kv.position(b); });
+    sc_.resize(static_cast<size_t>(n));
+    auto slot = [&](int64_t i) { return order_[static_cast<size_t>(i)]; };
+    cur_scores(
+        p_, n, D, [&](int64_t i) { return kbuf_.data() + slot(i) * D; },
+        [&](int64_t i) { return vbuf_.data() + slot(i) * D; },
+        [&](int64_t i) { return st.kv.position(slot(i)); }, sc_.data(), k2_, v2_);
+    for (int64_t i = 0; i < n; ++i)
+      st.score[static_cast<size_t>(slot(i))] = sc_[static_cast<size_t>(i)];
+    const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
+    if (victim >= 0) remove_slot(st, victim);
+  }
+
+ private:
+  CurParams p_;
+  std::vector<float> kbuf_, vbuf_;
+  std::vector<int64_t> order_;
+  std::vector<double> sc_, k2_, v2_;
+  int64_t policy_bytes() const override {
+    return eviction::buffer_bytes(kbuf_) + eviction::buffer_bytes(vbuf_) +
+           eviction::buffer_bytes(order_) + eviction::buffer_bytes(sc_) +
+           eviction::buffer_bytes(k2_) + eviction::buffer_bytes(v2_) + eviction::buffer_bytes(p_.G);
+  }
+};
+
+}  // namespace
+
+MethodInfo curdkv_paper_method_info() {
+  MethodInfo m;
+  m.id = "curdkv_paper";
+  m.family = Family::Eviction;
+  m.description =
+      "CurDKV as the paper / kvpress CURPress compute it: locally normalised key and value "
+      "energies (leverage approximations), product by default";
+  m.options = {
+      eviction::budget_option(),
+      eviction::n_sink_option(),
+      opt_choice("leverage", "kv_product", {"key", "value", "kv_avg", "kv_product"},
+                 "score: key energy, value energy, their mean, or their product"),
+      opt_int("window", 16, 1, 65536, "local window over which energies are normalised (tokens)"),
+      opt_choice("projection", "none", {"none", "gaussian"},
+                 "energies of the raw rows, or after a fixed Gaussian projection to `rank` dims"),
+      opt_int("rank", 20, 1, 4096, "projection dimension (projection=gaussian)"),
+      opt_int("seed", 0, 0, kMaxBudget, "seed of the Gaussian projection"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<CurPaperCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<CurPaperScorer>(c);
+  };
+  return m;
+}
+
+}  // namespace vq

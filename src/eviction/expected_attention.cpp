@@ -1,0 +1,260 @@
+// `expected_attention` (kvpress's ExpectedAttentionPress, Devoto et al. 2025): score each key by
+// the attention that *future* queries are expected to give it, from the statistics of the
+// queries seen so far. Per query head:
+//   mu, C   mean and covariance (divided by n) of the queries before RoPE, positions >= n_sink
+//           (the engine hands post-RoPE queries; they are rotated back by their position)
+//   R       the RoPE rotation (adjacent pairs, theta 10000) averaged over the next `future`
+//           positions after the last one seen; mu' = R mu, C' = R C R^T
+//   z_j     = mu' . k_j / sqrt(D) + k_j^T C' k_j / (2 D)   for every token j >= n_sink
+//   a       = softmax_j(z), averaged over the KV head's query group
+//   score_j = a_j * ||v_j||  (vnorm=true; vnorm=false: a_j)
+// The first n_sink tokens get the largest score (kept first). Without queries the keys (rotated
+// back) stand in for them.
+// One shot (the prefill protocol): the context's queries give the statistics, every context
+// token is scored once. Decode: the statistics accumulate over every query seen; when the cache
+// is over budget the held tokens are scored with them and the lowest non-sink leaves (kvpress
+// compresses the prefill only).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/options.hpp"
+#include "eviction/eviction_cache.hpp"
+#include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace vq {
+namespace {
+
+using eviction::RowMatD;
+
+double inv_freq(int64_t i, int64_t D) {
+  return std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+}
+
+// x (post-RoPE at position p) rotated back to pre-RoPE, into out (double).
+void unrope(const float* x, int64_t D, int64_t p, double* out) {
+  for (int64_t i = 0; i < D / 2; ++i) {
+    const double a = static_cast<double>(p) * inv_freq(i, D), c = std::cos(a), s = std::sin(a);
+    const double x0 = x[2 * i], x1 = x[2 * i + 1];
+    out[2 * i] = c * x0 + s * x1;
+    out[2 * i + 1] = -s * x0 + c * x1;
+  }
+  if (D % 2) out[D - 1] = x[D - 1];
+}
+
+// Query statistics of one query head: running sums over the queries counted.
+struct QueryStats {
+  Eigen::VectorXd sum;
+  Eigen::MatrixXd outer;
+  int64_t n = 0;
+  void reset(int64_t D) {
+    sum = Eigen::VectorXd::Zero(D);
+    outer = Eigen::MatrixXd::Zero(D, D);
+    n = 0;
+  }
+  void add(const double* q, int64_t D) {
+    const Eigen::Map<const Eigen::VectorXd> v(q, D);
+    sum += v;
+    outer.selfadjointView<Eigen::Lower>().rankUpdate(v);
+    n += 1;
+  }
+};
+
+struct EAParams {
+  int64_t n_sink, future;
+  bool covariance, vnorm;
+  explicit EAParams(const CacheConfig& c)
+      : n_sink(c.get_int("n_sink")),
+        future(c.get_int("future")),
+        covariance(c.get_bool("covariance")),
+        vnorm(c.get_bool("vnorm")) {}
+};
+
+// Scores n tokens of one KV head (keys post-RoPE k(i), values v(i), positions pos(i)) with the
+// statistics of its G query heads; `next` is the first future position. Adds a_j (group mean)
+// * ||v_j|| into out[j] for non-sinks; sinks get +inf here (the caller may lift them to the
+// layer maximum).
+template <typename KF, typename VF, typename PF>
+void ea_scores(const EAParams& p, const std::vector<QueryStats>& stats, int64_t D, int64_t n,
+               int64_t next, KF k, VF v, PF pos, double* out) {
+  // Average rotation over the future positions: per pair, mean cos and mean sin.
+  std::vector<double> cbar(static_cast<size_t>(D / 2)), sbar(static_cast<size_t>(D / 2));
+  for (int64_t i = 0; i < D / 2; ++i) {
+    double c = 0, s = 0;
+    for (int64_t f = 0; f < p.future; ++f) {
+      const double a = static_cast<double>(next + f) * inv_freq(i, D);
+      c += std::cos(a);
+      s += std::sin(a);
+    }
+    cbar[static_cast<size_t>(i)] = c / static_cast<double>(p.future);
+    sbar[static_cast<size_t>(i)] = s / static_cast<double>(p.future);
+  }
+  Eigen::MatrixXd R = Eigen::MatrixXd::Identity(D, D);
+  for (int64_t i = 0; i < D / 2; ++i) {
+    R(2 * i, 2 * i) = cbar[static_cast<size_t>(i)];
+    R(2 * i, 2 * i + 1) = -sbar[static_cast<size_t>(i)];
+    R(2 * i + 1, 2 * i) = sbar[static_cast<size_t>(i)];
+    R(2 * i + 1, 2 * i + 1) = cbar[static_cast<size_t>(i)];
+  }
+  std::vector<int64_t> live;
+  for (int64_t j = 0; j < n; ++j)
+    if (pos(j) >= p.n_sink) live.push_back(j);
+  const auto m = static_cast<int64_t>(live.size());
+  RowMatD Km(m, D);
+  for (int64_t r = 0; r < m; ++r)
+    Km.row(r) =
+        Eigen::Map<const Eigen::RowVectorXf>(k(live[static_cast<size_t>(r)]), D).cast<double>();
+  Eigen::VectorXd acc = Eigen::VectorXd::Zero(m);
+  const double sq = std::sqrt(static_cast<double>(D));
+  int64_t groups = 0;
+  for (const QueryStats& st : stats) {
+    if (st.n == 0 || m == 0) continue;
+    const Eigen::VectorXd mu = st.sum / static_cast<double>(st.n);
+    Eigen::VectorXd z = Km * (R * mu) / sq;
+    if (p.covariance) {
+      Eigen::MatrixXd C = st.outer.selfadjointView<Eigen::Lower>();
+      C = C / static_cast<double>(st.n) - mu * mu.transpose();
+      const Eigen::MatrixXd Cr = R * C * R.transpose();
+      z += (Km * Cr).cwiseProduct(Km).rowwise().sum() / (2.0 * static_cast<double>(D));
+    }
+    const double mx = z.maxCoeff();
+    Eigen::VectorXd e = (z.array() - mx).exp();
+    acc += e / e.sum();
+    groups += 1;
+  }
+  if (groups > 0) acc /= static_cast<double>(groups);
+  for (int64_t j = 0; j < n; ++j) out[j] = std::numeric_limits<double>::infinity();
+  for (int64_t r = 0; r < m; ++r) {
+    const int64_t j = live[static_cast<size_t>(r)];
+    double s = acc(r);
+    if (p.vnorm)
+      s *= std::sqrt(Eigen::Map<const Eigen::VectorXf>(v(j), D).cast<double>().squaredNorm());
+    out[j] = s;
+  }
+}
+
+class EAScorer final : public OneShotScorer {
+ public:
+  explicit EAScorer(const CacheConfig& c) : p_(c) {}
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S, D = in.D, G = in.probes(true);
+    VQ_CHECK(S > p_.n_sink, InvalidArgument,
+             "expected_attention one-shot: the context holds S = ", S,
+             " tokens; it must be longer than n_sink = ", p_.n_sink);
+    std::vector<double> q(static_cast<size_t>(D));
+    double mx = -std::numeric_limits<double>::infinity();
+    for (int64_t h = 0; h < in.H; ++h) {
+      std::vector<QueryStats> stats(static_cast<size_t>(G));
+      for (int64_t g = 0; g < G; ++g) {
+        stats[static_cast<size_t>(g)].reset(D);
+        for (int64_t s = 0; s < S; ++s) {
+          if (in.pos0 + s < p_.n_sink) continue;
+          unrope(in.probe(true, h, g, s), D, in.pos0 + s, q.data());
+          stats[static_cast<size_t>(g)].add(q.data(), D);
+        }
+      }
+      double* o = out + h * S;
+      ea_scores(
+          p_, stats, D, S, in.pos0 + S, [&](int64_t j) { return in.key(h, j); },
+          [&](int64_t j) { return in.value(h, j); }, [&](int64_t j) { return in.pos0 + j; }, o);
+      for (int64_t j = 0; j < S; ++j)
+        if (!std::isinf(o[j])) mx = std::max(mx, o[j]);
+    }
+    // Sinks: the layer's largest score, as kvpress pads them.
+    for (int64_t i = 0; i < in.H * S; ++i)
+      if (std::isinf(out[i])) out[i] = std::isinf(mx) ? 1.0 : mx;
+  }
+
+ private:
+  EAParams p_;
+};
+
+class EACache final : public eviction::EvictionCache {
+ public:
+  EACache(const CacheConfig& c, const CacheContext& ctx)
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")), p_(c) {}
+
+ protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    EvictionCache::on_shape_known(B, H);
+    stats_.assign(static_cast<size_t>(B * H), {});
+  }
+
+  void on_token(eviction::HeadState& st, const float* k, const float* v,
+                const eviction::QueryRows& q, int64_t pos) override {
+    const int64_t D = head_dim();
+    auto& hs = stats_[head_index(st)];
+    const int64_t G = q.G > 0 ? q.G : 1;
+    if (hs.size() != static_cast<size_t>(G)) {
+      hs.assign(static_cast<size_t>(G), {});
+      for (auto& s : hs) s.reset(D);
+    }
+    if (pos >= p_.n_sink) {
+      qbuf_.resize(static_cast<size_t>(D));
+      for (int64_t g = 0; g < G; ++g) {
+        unrope(q.G > 0 ? q.row(g) : k, D, pos, qbuf_.data());
+        hs[static_cast<size_t>(g)].add(qbuf_.data(), D);
+      }
+    }
+    append(st, k, v, pos, 0.0);
+    if (!over_budget(st)) return;
+    const int64_t n = st.n;
+    kbuf_.resize(static_cast<size_t>(n * D));
+    vbuf_.resize(static_cast<size_t>(n * D));
+    keys(st).read(0, n, kbuf_.data());
+    values(st).read(0, n, vbuf_.data());
+    sc_.resize(static_cast<size_t>(n));
+    ea_scores(
+        p_, hs, D, n, pos + 1, [&](int64_t j) { return kbuf_.data() + j * D; },
+        [&](int64_t j) { return vbuf_.data() + j * D; },
+        [&](int64_t j) { return st.kv.position(j); }, sc_.data());
+    std::copy(sc_.begin(), sc_.end(), st.score.begin());
+    const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
+    if (victim >= 0) remove_slot(st, victim);
+  }
+
+ private:
+  EAParams p_;
+  std::vector<std::vector<QueryStats>> stats_;  // per (b, h): one per query head of the group
+  std::vector<double> qbuf_, sc_;
+  std::vector<float> kbuf_, vbuf_;
+  int64_t policy_bytes() const override {
+    int64_t b = eviction::buffer_bytes(stats_) + eviction::buffer_bytes(qbuf_) +
+                eviction::buffer_bytes(sc_) + eviction::buffer_bytes(kbuf_) +
+                eviction::buffer_bytes(vbuf_);
+    for (const auto& hs : stats_)
+      for (const auto& s : hs) b += eviction::buffer_bytes(s.sum) + eviction::buffer_bytes(s.outer);
+    return b;
+  }
+};
+
+}  // namespace
+
+MethodInfo expected_attention_method_info() {
+  MethodInfo m;
+  m.id = "expected_attention";
+  m.family = Family::Eviction;
+  m.description =
+      "keep the tokens future queries are expected to attend, from the queries' mean and "
+      "covariance rotated to the next positions, times the value norm";
+  m.options = {
+      eviction::budget_option(),
+      eviction::n_sink_option(),
+      opt_int("future", 512, 1, 1 << 20, "future positions the RoPE rotation is averaged over"),
+      opt_bool("covariance", true, "include the queries' covariance term"),
+      opt_bool("vnorm", true, "multiply the expected attention by ||v||"),
+  };
+  m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
+  m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
+    return std::make_unique<EACache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<EAScorer>(c);
+  };
+  return m;
+}
+
+}  // namespace vq
