@@ -14,8 +14,8 @@
 #include <mutex>
 
 #include "coding/byte_io.hpp"
+#include "coding/checksum.hpp"
 #include "coding/quantizer.hpp"
-#include "io/vqkv.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/mapped_file.hpp"
 
@@ -184,7 +184,7 @@ std::vector<uint8_t> Calibration::serialize() const {
     for (size_t j = 0; j < D; ++j)
       coding::put_f32(out, e.range_hi.data() + j * kCalibWidths + 1, kCalibWidths - 1);
   }
-  put_u64(out, vqkv::xxh64(out.data(), out.size()));
+  put_u64(out, coding::xxh64(out.data(), out.size()));
   return out;
 }
 
@@ -214,7 +214,7 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
            " bytes is shorter than the version ", version, " fixed header and checksum (",
            fixed + 8, " bytes; truncated)");
   const uint64_t stored = get_u64(data + size - 8);
-  const uint64_t actual = vqkv::xxh64(data, size - 8);
+  const uint64_t actual = coding::xxh64(data, size - 8);
   VQ_CHECK(stored == actual, FormatError, "calibration file: checksum mismatch (stored ", stored,
            ", computed ", actual, "): the file is corrupt or truncated");
   const uint16_t flags = static_cast<uint16_t>(data[10] | (data[11] << 8));
@@ -498,7 +498,7 @@ uint64_t model_digest(const std::string& checkpoint_path) {
   namespace fs = std::filesystem;
   auto file_digest = [](const std::string& path) {
     const auto m = MappedFile::open(path);  // no copy of a multi-GB model file
-    return vqkv::xxh64(m->data(), static_cast<size_t>(m->size()));
+    return coding::xxh64(m->data(), static_cast<size_t>(m->size()));
   };
   std::error_code ec;
   if (!fs::is_directory(checkpoint_path, ec)) return file_digest(checkpoint_path);
@@ -514,7 +514,7 @@ uint64_t model_digest(const std::string& checkpoint_path) {
            "' holds no config.json or *.safetensors to identify it by");
   std::vector<uint64_t> parts;
   for (const std::string& f : files) parts.push_back(file_digest(f));
-  return vqkv::xxh64(parts.data(), parts.size() * sizeof(uint64_t));
+  return coding::xxh64(parts.data(), parts.size() * sizeof(uint64_t));
 }
 
 int64_t min_calibration_tokens(int64_t head_dim, int64_t chunk_tokens) {
