@@ -11,6 +11,7 @@
 
 #include "core/rng.hpp"
 #include "eviction/leverage.hpp"
+#include "veloxquant/errors.hpp"
 
 namespace {
 

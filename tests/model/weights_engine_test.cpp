@@ -88,12 +88,6 @@ struct Tiny {
   int64_t dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, vocab = 40, ctx = 64;
 };
 
-Bytes f32_bytes(const std::vector<float>& v) {
-  Bytes b(v.size() * 4);
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 std::vector<float> near_one(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> d(1.0f, 0.1f);
