@@ -75,17 +75,21 @@ void register_generate(CLI::App& app, Globals& g) {
     // bytes past what was already printed (pieces decode differently at the start of a text).
     std::vector<int32_t> shown;
     std::string printed;
+    const bool skip_bos = lm.tok && prompt.front() == lm.tok->bos_id();
+    // A GGUF SentencePiece vocabulary decodes the dummy-prefix space of the first word; like
+    // llama2.c and libsentencepiece, the text after BOS starts without it.
+    const bool drop_space = skip_bos && lm.tok->description().rfind("gguf llama", 0) == 0;
     auto show = [&](const std::vector<int32_t>& add) {
       shown.insert(shown.end(), add.begin(), add.end());
       if (!lm.tok) {  // --text-ids without a vocabulary: the ids
         for (int32_t t : add) std::printf("%d ", t);
         return;
       }
-      const std::string all = lm.tok->decode(shown);
+      std::string all = lm.tok->decode(shown);
+      if (drop_space && !all.empty() && all[0] == ' ') all.erase(0, 1);
       if (all.size() > printed.size()) print_piece(all.substr(printed.size()));
       printed = all;
     };
-    const bool skip_bos = lm.tok && prompt.front() == lm.tok->bos_id();
     show(std::vector<int32_t>(prompt.begin() + (skip_bos ? 1 : 0), prompt.end()));
     std::fflush(stdout);
     vq::GenerateOptions go;

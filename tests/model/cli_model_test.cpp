@@ -124,8 +124,8 @@ TEST(CliModel, GgufModelAndTextIds) {
   const auto ev = nlohmann::json::parse(std::ifstream(ej.path()));
   EXPECT_EQ(ev["predicted_tokens"], 300);
   EXPECT_EQ(ev["config"]["architecture"], "llama");
-  CliRun ei =
-      run_cli("eval --model '" + gguf + "' --text-ids '" + npy.path() + "' --methods 'full;q8_0'");
+  CliRun ei = run_cli("eval --model '" + gguf + "' --text-ids '" + npy.path() +
+                      "' --methods 'full;h2o:budget=8'");
   EXPECT_EQ(ei.status, 0) << ei.out;
 
   // Bad ids are refused naming the id and the vocabulary.
