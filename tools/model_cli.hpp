@@ -113,8 +113,8 @@ inline LoadedModel load_model(const std::string& model_arg, const std::string& t
   m.tokenizer_path = tp;
   const int64_t tv = m.tok->vocab_size();
   if (m.model.is_checkpoint())
-    VQ_CHECK(tv == V, vq::InvalidArgument, "tokenizer '", tp, "' has ", tv, " pieces, but model '",
-             m.model_path, "' has a vocabulary of ", V);
+    VQ_CHECK(tv == V, vq::InvalidArgument, "tokenizer '", tp, "' holds ", tv,
+             " pieces but the model's vocabulary has ", V, " (model '", m.model_path, "')");
   else
     VQ_CHECK(tv <= V, vq::InvalidArgument, "tokenizer '", tp, "' has ", tv,
              " tokens, more than the ", V, " rows of model '", m.model_path, "'");
