@@ -362,4 +362,33 @@ TEST(WeightsEngine, RefusesWhatItCannotRun) {
   fs::remove(path, ec);
 }
 
+// Through the CLI: a GGUF without a vocabulary asks for --tokenizer when text is given, and runs
+// on --text-ids without one.
+TEST(WeightsEngine, CliOnAGgufWithoutVocabulary) {
+#ifdef VQ_CLI_PATH
+  if (!fs::exists(VQ_CLI_PATH)) GTEST_SKIP() << "the veloxquant CLI is not built";
+#else
+  GTEST_SKIP() << "the veloxquant CLI is not built";
+#endif
+  Tiny t;
+  t.type = GgmlType::Q8_0;
+  const std::string where =
+      (fs::temp_directory_path() / ("vq_tiny_cli_" + std::to_string(::getpid()))).string();
+  const std::string path = write_tiny(t, where);
+  const vqtest::CliRun text = vqtest::run_cli("perplexity --model '" + path + "' --text-string hi");
+  EXPECT_EQ(text.status, 1) << text.out;
+  EXPECT_NE(text.out.find("--tokenizer"), std::string::npos) << text.out;
+  vqtest::TempFile ids("cli_tiny_ids.npy"), kv("cli_tiny_kv.npy");
+  const std::vector<int64_t> v{1, 5, 9, 2, 30};
+  vq::write_npy(ids.path(), vq::npy_from_int64(v.data(), {5}));
+  const vqtest::CliRun dump = vqtest::run_cli("dump-kv --model '" + path + "' --text-ids '" +
+                                              ids.path() + "' --out '" + kv.path() + "'");
+  ASSERT_EQ(dump.status, 0) << dump.out;
+  // [L, 2, H_kv, S, D]
+  EXPECT_EQ(vq::read_npy(kv.path()).shape,
+            (std::vector<int64_t>{t.layers, 2, t.kv_heads, 5, t.dim / t.heads}));
+  std::error_code ec;
+  fs::remove(path, ec);
+}
+
 }  // namespace
