@@ -35,14 +35,16 @@ void register_calibrate(CLI::App& app, Globals& g) {
       "variances and the measured quantization error per component and bit width; use it with "
       "kvtc:basis=FILE");
   struct Opts {
-    std::string model, tokenizer, text, out, json, rope = "post";
+    std::string model, tokenizer, text, text_ids, out, json, rope = "post";
     int64_t max_tokens = kDefaultCalibTokens, skip_tokens = 0, chunk_tokens = 128;
     bool shared_heads = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "llama2.c checkpoint (default: stories260K.bin)");
-  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.bin (default: matches the model)");
-  cmd->add_option("--text", o->text, "calibration text (default: tinystories-val.txt)");
+  cmd->add_option("--model", o->model, kModelHelp);
+  cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
+  auto* text_opt =
+      cmd->add_option("--text", o->text, "calibration text (default: tinystories-val.txt)");
+  cmd->add_option("--text-ids", o->text_ids, kTextIdsHelp)->excludes(text_opt);
   cmd->add_option("--out", o->out, "the .vqcal file to write")->required();
   cmd->add_option("--max-tokens", o->max_tokens,
                   "text tokens to calibrate on (0 = the rest of the text; default 20440)")
@@ -59,15 +61,16 @@ void register_calibrate(CLI::App& app, Globals& g) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--json", o->json, "also write a summary as JSON to this file ('-' = stdout)");
   cmd->callback([o, &g] {
-    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
+    check_io_paths({{"--model", o->model},
+                    {"--tokenizer", o->tokenizer},
+                    {"--text", o->text},
+                    {"--text-ids", o->text_ids}},
                    {{"--out", o->out}, {"--json", o->json}});
-    const std::string model_path = resolve_model(o->model);
-    const vq::Model model = vq::Model::load(model_path);
-    const vq::ModelConfig& mc = model.config();
-    const std::string tok_path = resolve_tokenizer(o->tokenizer, mc.vocab_size);
-    const vq::Tokenizer tok = vq::Tokenizer::load(tok_path, mc.vocab_size);
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const std::string& model_path = lm.model_path;
+    const vq::Model& model = lm.model;
     std::string text_path;
-    const auto windows = text_windows(tok, o->text, o->skip_tokens, o->max_tokens, mc.seq_len,
+    const auto windows = text_windows(lm, o->text, o->text_ids, o->skip_tokens, o->max_tokens,
                                       "calibrate on", text_path);
 
     vq::CalibrateOptions co;
@@ -133,7 +136,7 @@ void register_calibrate(CLI::App& app, Globals& g) {
       write_json(o->json, {{"out", o->out},
                            {"id", idhex},
                            {"model", model_path},
-                           {"tokenizer", tok_path},
+                           {"tokenizer", lm.tokenizer_path},
                            {"text", text_path},
                            {"skip_tokens", o->skip_tokens},
                            {"tokens", cal.tokens},

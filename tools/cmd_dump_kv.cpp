@@ -1,6 +1,7 @@
-// `veloxquant dump-kv`: run a llama2.c model over text with the `full` cache and write every
-// layer's keys and values as one .npy [L, 2, H_kv, S, D] (keys after RoPE, as the cache holds
-// them). Real KV data for `compress`, `evict` and for other people's implementations.
+// `veloxquant dump-kv`: run a model (llama2.c .bin, .gguf, Hugging Face directory) over text with
+// the `full` cache and write every layer's keys and values as one .npy [L, 2, H_kv, S, D] (keys
+// after RoPE, as the cache holds them). Real KV data for `compress`, `evict` and for other people's
+// implementations.
 #include "cli_util.hpp"
 #include "model_cli.hpp"
 #include "veloxquant/model.hpp"
@@ -13,17 +14,19 @@ void register_dump_kv(CLI::App& app, Globals& g) {
       "dump-kv",
       "Run a model over text and write its KV cache as .npy [L, 2, H_kv, S, D] (K then V)");
   struct Opts {
-    std::string model, tokenizer, text, prompt, out, dtype = "float32", json;
+    std::string model, tokenizer, text, prompt, text_ids, out, dtype = "float32", json;
     int64_t tokens = 256, skip = 0;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model,
-                  "llama2.c checkpoint (default: stories260K.bin from $VQ_MODELS_DIR or "
-                  "../shared/models)");
-  cmd->add_option("--tokenizer", o->tokenizer,
-                  "tokenizer.bin (default: the one matching the model's vocabulary)");
-  cmd->add_option("--text", o->text, "text file to read (default: tinystories-val.txt)");
-  cmd->add_option("--prompt", o->prompt, "literal text instead of --text");
+  cmd->add_option("--model", o->model, kModelHelp);
+  cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
+  auto* to = cmd->add_option("--text", o->text, "text file to read (default: tinystories-val.txt)");
+  auto* po = cmd->add_option("--prompt", o->prompt, "literal text instead of --text");
+  cmd->add_option("--text-ids", o->text_ids,
+                  "token ids instead of text: a 1-D .npy of int32 ids, run as given (BOS "
+                  "included by you)")
+      ->excludes(to)
+      ->excludes(po);
   cmd->add_option("--skip", o->skip, "characters of the text file to skip first")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--tokens", o->tokens, "tokens to run (capped by the context length)")
@@ -33,23 +36,29 @@ void register_dump_kv(CLI::App& app, Globals& g) {
   cmd->add_option("--out,-o", o->out, "output .npy ('-' = stdout)")->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
   cmd->callback([o, &g] {
-    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
+    check_io_paths({{"--model", o->model},
+                    {"--tokenizer", o->tokenizer},
+                    {"--text", o->text},
+                    {"--text-ids", o->text_ids}},
                    {{"--out", o->out}, {"--json", o->json}});
-    const vq::Model model = vq::Model::load(resolve_model(o->model));
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const vq::Model& model = lm.model;
     const vq::ModelConfig& mc = model.config();
-    const vq::Tokenizer tok =
-        vq::Tokenizer::load(resolve_tokenizer(o->tokenizer, mc.vocab_size), mc.vocab_size);
+    const int64_t want = std::min(o->tokens, mc.seq_len);
+    std::vector<int32_t> ids;
     std::string text = o->prompt;
-    if (text.empty()) {
+    if (!o->text_ids.empty()) {
+      ids = read_text_ids(o->text_ids, mc.vocab_size);
+    } else if (text.empty()) {
       text = read_text_file(o->text.empty() ? vq::find_model_file(kDefaultText) : o->text);
       VQ_CHECK(static_cast<size_t>(o->skip) < text.size(), vq::InvalidArgument, "--skip ", o->skip,
                " is past the end of the text (", text.size(), " characters)");
       text = text.substr(static_cast<size_t>(o->skip));
     }
-    const int64_t want = std::min(o->tokens, mc.seq_len);
     // Encode a prefix of the text long enough for `want` tokens (every token is >= 1 byte).
-    std::vector<int32_t> ids =
-        tok.encode(std::string_view(text).substr(0, static_cast<size_t>(want) * 8), true, false);
+    if (ids.empty())
+      ids = lm.tok->encode(std::string_view(text).substr(0, static_cast<size_t>(want) * 8),
+                           lm.tok->add_bos_default(), false);
     if (static_cast<int64_t>(ids.size()) > want) ids.resize(static_cast<size_t>(want));
     const int64_t S = static_cast<int64_t>(ids.size());
 

@@ -117,7 +117,8 @@ std::vector<double> parse_ratios(const std::string& s) {
 }
 
 nlohmann::json config_json(const vq::ModelConfig& mc) {
-  return {{"dim", mc.dim},
+  return {{"architecture", mc.architecture},
+          {"dim", mc.dim},
           {"hidden_dim", mc.hidden_dim},
           {"n_layers", mc.n_layers},
           {"n_heads", mc.n_heads},
@@ -128,8 +129,8 @@ nlohmann::json config_json(const vq::ModelConfig& mc) {
 }
 
 void print_model_line(const std::string& model_path, const vq::ModelConfig& mc) {
-  std::printf("model %s (dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
-              model_path.c_str(), static_cast<long long>(mc.dim),
+  std::printf("model %s (%s, dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
+              model_path.c_str(), mc.architecture.c_str(), static_cast<long long>(mc.dim),
               static_cast<long long>(mc.n_layers), static_cast<long long>(mc.n_heads),
               static_cast<long long>(mc.n_kv_heads), static_cast<long long>(mc.head_dim()),
               static_cast<long long>(mc.seq_len));
@@ -255,17 +256,19 @@ void register_eval(CLI::App& app, Globals& g) {
       "perplexity, bytes held per token, speed. With no options: stories260K + tok512 on "
       "tinystories-val.txt with the default method set");
   struct Opts {
-    std::string model, tokenizer, text, methods, json, plot, protocol = "decode",
-                                                             ratios = "0.25,0.5,0.75,0.875";
+    std::string model, tokenizer, text, text_ids, methods, json, plot, protocol = "decode",
+                                                       ratios = "0.25,0.5,0.75,0.875";
     int64_t context = 0, continuation = 0;
     int64_t max_tokens = kDefaultMaxTokens, prefill = 0, skip_tokens = 0;
     uint64_t seed = 0;
     bool strict_view = false, allow_foreign = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "llama2.c checkpoint (default: stories260K.bin)");
-  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.bin (default: matches the model)");
-  cmd->add_option("--text", o->text, "evaluation text (default: tinystories-val.txt)");
+  cmd->add_option("--model", o->model, kModelHelp);
+  cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
+  auto* text_opt =
+      cmd->add_option("--text", o->text, "evaluation text (default: tinystories-val.txt)");
+  cmd->add_option("--text-ids", o->text_ids, kTextIdsHelp)->excludes(text_opt);
   auto* methods_opt = cmd->add_option(
       "--methods", o->methods,
       "method specs separated by ';' (default: full; h2o, h2o with recent=budget/2, "
@@ -309,16 +312,19 @@ void register_eval(CLI::App& app, Globals& g) {
                   "also draw quality vs compression to this PNG (runs /usr/bin/python3 "
                   "scripts/plot_eval.py; needs matplotlib)");
   cmd->callback([o, &g, methods_opt] {
-    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text}},
+    check_io_paths({{"--model", o->model},
+                    {"--tokenizer", o->tokenizer},
+                    {"--text", o->text},
+                    {"--text-ids", o->text_ids}},
                    {{"--json", o->json}, {"--plot", o->plot}});
     const std::string plot_script = o->plot.empty() ? std::string() : check_plot_ready();
-    const std::string model_path = resolve_model(o->model);
-    const vq::Model model = vq::Model::load(model_path);
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const std::string& model_path = lm.model_path;
+    const std::string& tok_path = lm.tokenizer_path;
+    const vq::Model& model = lm.model;
     const vq::ModelConfig& mc = model.config();
-    const std::string tok_path = resolve_tokenizer(o->tokenizer, mc.vocab_size);
-    const vq::Tokenizer tok = vq::Tokenizer::load(tok_path, mc.vocab_size);
     std::string text_path;
-    const auto windows = text_windows(tok, o->text, o->skip_tokens, o->max_tokens, mc.seq_len,
+    const auto windows = text_windows(lm, o->text, o->text_ids, o->skip_tokens, o->max_tokens,
                                       "evaluate", text_path);
 
     if (o->protocol == "prefill") {

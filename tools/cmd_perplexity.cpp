@@ -14,18 +14,21 @@ void register_perplexity(CLI::App& app, Globals& g) {
       "Teacher-forced perplexity of BOS + the encoded text (split into context-length windows, "
       "each starting with BOS)");
   struct Opts {
-    std::string model, tokenizer, text_file, text_string, method = "full", json;
+    std::string model, tokenizer, text_file, text_string, text_ids, method = "full", json;
     int64_t max_tokens = 0, prefill = 0;
     uint64_t seed = 0;
     bool strict_view = false, allow_foreign = false;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "llama2.c checkpoint (default: stories260K.bin)");
-  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.bin (default: matches the model)");
+  cmd->add_option("--model", o->model, kModelHelp);
+  cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
   auto* tf = cmd->add_option("--text", o->text_file, "file holding the text");
   auto* ts = cmd->add_option("--text-string", o->text_string, "the text itself");
+  auto* ti = cmd->add_option("--text-ids", o->text_ids, kTextIdsHelp);
   tf->excludes(ts);
   ts->excludes(tf);
+  ti->excludes(tf);
+  ti->excludes(ts);
   cmd->add_option("--method", o->method, "KV-cache method spec (default full)");
   cmd->add_option("--max-tokens", o->max_tokens, "use only the first N text tokens (0 = all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
@@ -40,25 +43,33 @@ void register_perplexity(CLI::App& app, Globals& g) {
                 "use a kvtc calibration (basis=FILE) measured on another model (a warning "
                 "instead of an error)");
   cmd->callback([o, &g, tf, ts] {
-    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text_file}},
+    check_io_paths({{"--model", o->model},
+                    {"--tokenizer", o->tokenizer},
+                    {"--text", o->text_file},
+                    {"--text-ids", o->text_ids}},
                    {{"--json", o->json}});
     // An option given with an empty value is not a missing option: say which it is.
     VQ_CHECK(ts->count() == 0 || !o->text_string.empty(), vq::InvalidArgument,
              "--text-string is empty: there is no text to predict");
     VQ_CHECK(tf->count() == 0 || !o->text_file.empty(), vq::InvalidArgument,
              "--text was given an empty file name");
-    VQ_CHECK(!o->text_file.empty() || !o->text_string.empty(), vq::InvalidArgument,
-             "perplexity needs --text FILE or --text-string S");
+    VQ_CHECK(!o->text_file.empty() || !o->text_string.empty() || !o->text_ids.empty(),
+             vq::InvalidArgument, "perplexity needs --text FILE, --text-string S or --text-ids F");
     const vq::CacheConfig cfg = vq::CacheConfig::parse(o->method);
-    const std::string model_path = resolve_model(o->model);
-    const vq::Model model = vq::Model::load(model_path);
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const std::string& model_path = lm.model_path;
+    const vq::Model& model = lm.model;
     check_calibrations({o->method}, model_path, o->allow_foreign, g);
-    const int64_t V = model.config().vocab_size;
-    const vq::Tokenizer tok = vq::Tokenizer::load(resolve_tokenizer(o->tokenizer, V), V);
-    const std::string text = o->text_file.empty() ? o->text_string : read_text_file(o->text_file);
-    const std::vector<int32_t> enc = tok.encode(text, false, false);
+    std::vector<int32_t> enc;
+    if (!o->text_ids.empty()) {
+      enc = read_text_ids(o->text_ids, model.config().vocab_size);
+    } else {
+      const std::string text = o->text_file.empty() ? o->text_string : read_text_file(o->text_file);
+      enc = lm.tok->encode(text, false, false);
+    }
     VQ_CHECK(!enc.empty(), vq::InvalidArgument, "the text is empty: nothing to predict");
-    const auto windows = vq::eval::make_windows(enc, model.config().seq_len, o->max_tokens);
+    const auto windows =
+        vq::eval::make_windows(enc, model.config().seq_len, o->max_tokens, lm.bos());
     Progress prog(g, "perplexity", static_cast<int64_t>(windows.size()));
     vq::eval::RunOptions run;
     run.prefill = o->prefill;

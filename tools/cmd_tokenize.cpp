@@ -1,5 +1,6 @@
 // `veloxquant tokenize`: encode a text with the tokenizer a model file carries and print the ids
 // on one line, separated by spaces.
+#include <cstring>
 #include <memory>
 
 #include "cli_util.hpp"
@@ -58,7 +59,7 @@ void register_tokenize(CLI::App& app, Globals& g) {
       "directory, tokenizer.model / tokenizer.json / tokenizer.bin, or a llama2.c .bin with "
       "--tokenizer)");
   struct Opts {
-    std::string model, tokenizer, text_file, text_string, json;
+    std::string model, tokenizer, text_file, text_string, json, npy;
     bool has_string = false, no_bos = false, parse_special = false;
   };
   auto o = std::make_shared<Opts>();
@@ -73,6 +74,9 @@ void register_tokenize(CLI::App& app, Globals& g) {
                 "match control tokens written in the text (e.g. <s>) as those tokens");
   cmd->add_option("--json", o->json,
                   "also write {tokenizer, count, ids} as JSON ('-' = stdout only)");
+  cmd->add_option("--npy", o->npy,
+                  "also write the ids as a 1-D int32 .npy (what --text-ids of the model "
+                  "commands reads)");
   cmd->callback([o, ts, &g] {
     const bool have_string = ts->count() > 0;
     VQ_CHECK(!o->text_file.empty() || have_string, vq::InvalidArgument,
@@ -94,6 +98,14 @@ void register_tokenize(CLI::App& app, Globals& g) {
         line += std::to_string(ids[i]);
       }
       std::printf("%s\n", line.c_str());
+    }
+    if (!o->npy.empty()) {
+      vq::NpyArray a;
+      a.dtype = vq::NpyDtype::Int32;
+      a.shape = {static_cast<int64_t>(ids.size())};
+      a.bytes.resize(ids.size() * sizeof(int32_t));
+      if (!ids.empty()) std::memcpy(a.bytes.data(), ids.data(), a.bytes.size());
+      vq::write_npy(o->npy, a);
     }
     if (!o->json.empty())
       write_json(o->json, nlohmann::json{{"tokenizer", tok->description()},

@@ -1,8 +1,11 @@
-// Shared by the model subcommands (generate, perplexity, eval): finding and loading the model,
-// its tokenizer and the evaluation text, with defaults from the shared models directory.
+// Shared by the model subcommands (generate, perplexity, eval, calibrate, dump-kv): finding and
+// loading the model (llama2.c .bin, .gguf or Hugging Face directory), its tokenizer (from the
+// GGUF / directory itself, or --tokenizer) and the evaluation text or pre-tokenized ids, with
+// defaults from the shared models directory.
 #pragma once
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -15,7 +18,9 @@
 #include "veloxquant/config.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
+#include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
+#include "veloxquant/tokenizers.hpp"
 
 namespace vqcli {
 
@@ -38,6 +43,104 @@ inline std::string resolve_tokenizer(const std::string& given, int64_t vocab_siz
   return vq::find_model_file(name);
 }
 
+/// Help text of --model and --tokenizer, the same for every model command.
+inline constexpr const char* kModelHelp =
+    "model: a llama2.c checkpoint .bin, a .gguf file or a Hugging Face directory (config.json + "
+    "*.safetensors) (default: stories260K.bin)";
+inline constexpr const char* kTokenizerHelp =
+    "tokenizer (.bin, .gguf, tokenizer.model, tokenizer.json or a directory); default: the one "
+    "inside the .gguf / directory, or the tokNNN.bin matching a .bin model's vocabulary";
+inline constexpr const char* kTextIdsHelp =
+    "pre-tokenized input instead of text: a 1-D .npy of int32 (or int64) token ids";
+
+/// A model with its tokenizer.
+struct LoadedModel {
+  std::string model_path, tokenizer_path;  ///< tokenizer_path is "" when none was loaded
+  vq::Model model;
+  std::unique_ptr<vq::TextTokenizer> tok;  ///< null only when none was needed and none found
+
+  /// The token every evaluation window starts with: the tokenizer's BOS (its EOS when it has no
+  /// BOS, as Qwen2's vocabularies), llama2.c's 1 for a .bin model without a tokenizer.
+  int32_t bos() const {
+    if (!tok) {
+      VQ_CHECK(model.is_checkpoint(), vq::InvalidArgument, "model '", model_path,
+               "' has no tokenizer, so its BOS token is unknown: pass --tokenizer");
+      return vq::Tokenizer::kBos;
+    }
+    const int32_t b = tok->bos_id() >= 0 ? tok->bos_id() : tok->eos_id();
+    VQ_CHECK(b >= 0 && b < model.config().vocab_size, vq::InvalidArgument, "tokenizer '",
+             tokenizer_path, "' defines no BOS or EOS token inside the model's vocabulary [0, ",
+             model.config().vocab_size, ")");
+    return b;
+  }
+  /// Tokens that end generation: BOS and EOS of the tokenizer (llama2.c's 1 and 2 without one).
+  std::vector<int32_t> stop_tokens() const {
+    if (!tok) return {vq::Tokenizer::kBos, vq::Tokenizer::kEos};
+    std::vector<int32_t> s;
+    for (int32_t t : {tok->bos_id(), tok->eos_id()})
+      if (t >= 0) s.push_back(t);
+    return s;
+  }
+};
+
+/// Load --model (or the default model) and its tokenizer: --tokenizer when given, else the one
+/// inside a .gguf / Hugging Face directory, else (a .bin) the tokNNN.bin matching its vocabulary.
+/// With need_tokenizer = false (the input is --text-ids) a tokenizer that cannot be found is
+/// not an error (tok stays null).
+inline LoadedModel load_model(const std::string& model_arg, const std::string& tok_arg,
+                              bool need_tokenizer) {
+  LoadedModel m;
+  m.model_path = resolve_model(model_arg);
+  m.model = vq::Model::open(m.model_path);
+  const int64_t V = m.model.config().vocab_size;
+  std::string tp = tok_arg;
+  if (tp.empty() && m.model.is_checkpoint()) {
+    const std::string name = vq::default_tokenizer_for(V);
+    VQ_CHECK(!name.empty() || !need_tokenizer, vq::InvalidArgument,
+             "no default tokenizer is known for vocab_size = ", V, "; pass --tokenizer");
+    tp = name.empty() ? std::string() : vq::locate_model_file(name);
+    if (tp.empty() && need_tokenizer) tp = vq::find_model_file(name);  // throws, naming it
+  } else if (tp.empty()) {
+    tp = m.model_path;  // the vocabulary inside the .gguf / directory
+  }
+  if (tp.empty()) return m;
+  try {
+    m.tok = vq::load_tokenizer(tp);
+  } catch (const vq::Error&) {
+    if (need_tokenizer || !tok_arg.empty()) throw;
+    return m;  // --text-ids: a model without a vocabulary is fine
+  }
+  m.tokenizer_path = tp;
+  const int64_t tv = m.tok->vocab_size();
+  if (m.model.is_checkpoint())
+    VQ_CHECK(tv == V, vq::InvalidArgument, "tokenizer '", tp, "' holds ", tv,
+             " pieces but the model's vocabulary has ", V, " (model '", m.model_path, "')");
+  else
+    VQ_CHECK(tv <= V, vq::InvalidArgument, "tokenizer '", tp, "' has ", tv,
+             " tokens, more than the ", V, " rows of model '", m.model_path, "'");
+  return m;
+}
+
+/// Token ids from a .npy (1-D, int32 or int64), each checked against the vocabulary.
+inline std::vector<int32_t> read_text_ids(const std::string& path, int64_t vocab_size) {
+  const vq::NpyArray a = vq::read_npy(path);
+  VQ_CHECK(a.dtype == vq::NpyDtype::Int32 || a.dtype == vq::NpyDtype::Int64, vq::InvalidArgument,
+           "--text-ids '", path, "' holds ", vq::npy_dtype_name(a.dtype),
+           ", expected int32 token ids");
+  VQ_CHECK(a.shape.size() == 1, vq::InvalidArgument, "--text-ids '", path, "' has shape ",
+           a.shape_str(), ", expected a 1-D array of token ids");
+  const std::vector<int64_t> v = a.to_int64();
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    VQ_CHECK(v[i] >= 0 && v[i] < vocab_size, vq::InvalidArgument, "--text-ids '", path, "': id ",
+             v[i], " at index ", i, " is outside the vocabulary [0, ", vocab_size, ")");
+    ids.push_back(static_cast<int32_t>(v[i]));
+  }
+  VQ_CHECK(!ids.empty(), vq::InvalidArgument, "--text-ids '", path, "' holds no token ids");
+  return ids;
+}
+
 /// The whole file as bytes. Throws IoError.
 inline std::string read_text_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -48,22 +151,30 @@ inline std::string read_text_file(const std::string& path) {
   return os.str();
 }
 
-/// The text of --text (or the default text) encoded without BOS, its first `skip_tokens` tokens
-/// dropped, cut into windows of the model's context by eval::make_windows (at most max_tokens
-/// tokens, 0 = all). `purpose` ("evaluate", "calibrate on") words the errors; the resolved text
-/// path is returned through text_path.
-inline std::vector<std::vector<int32_t>> text_windows(const vq::Tokenizer& tok,
+/// The text of --text (or the default text) encoded without BOS, or the ids of --text-ids, its
+/// first `skip_tokens` tokens dropped, cut into windows of the model's context by
+/// eval::make_windows (each starting with the model's BOS; at most max_tokens tokens, 0 = all).
+/// `purpose` ("evaluate", "calibrate on") words the errors; the resolved text path is returned
+/// through text_path.
+inline std::vector<std::vector<int32_t>> text_windows(const LoadedModel& m,
                                                       const std::string& text_arg,
+                                                      const std::string& ids_arg,
                                                       int64_t skip_tokens, int64_t max_tokens,
-                                                      int64_t seq_len, const char* purpose,
-                                                      std::string& text_path) {
-  text_path = vq::find_model_file(kDefaultText, text_arg);
-  std::vector<int32_t> enc = tok.encode(read_text_file(text_path), false, false);
+                                                      const char* purpose, std::string& text_path) {
+  const vq::ModelConfig& mc = m.model.config();
+  std::vector<int32_t> enc;
+  if (!ids_arg.empty()) {
+    text_path = ids_arg;
+    enc = read_text_ids(ids_arg, mc.vocab_size);
+  } else {
+    text_path = vq::find_model_file(kDefaultText, text_arg);
+    enc = m.tok->encode(read_text_file(text_path), false, false);
+  }
   VQ_CHECK(skip_tokens < static_cast<int64_t>(enc.size()), vq::InvalidArgument, "--skip-tokens ",
            skip_tokens, " leaves nothing to ", purpose, ": the text '", text_path, "' encodes to ",
            enc.size(), " tokens");
   enc.erase(enc.begin(), enc.begin() + skip_tokens);
-  auto windows = vq::eval::make_windows(enc, seq_len, max_tokens);
+  auto windows = vq::eval::make_windows(enc, mc.seq_len, max_tokens, m.bos());
   VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
            "' encodes to no tokens");
   return windows;

@@ -93,8 +93,10 @@ struct Calibration {
 /// its size or modification time changed. Thread-safe.
 std::shared_ptr<const Calibration> load_calibration_shared(const std::string& path);
 
-/// The identity a calibration records for a model: XXH64 (seed 0) of its checkpoint file's bytes
-/// (weights and shape header). Throws IoError when the file cannot be read.
+/// The identity a calibration records for a model: XXH64 (seed 0) of its model file's bytes (a
+/// llama2.c checkpoint or a .gguf, read through a memory map); for a Hugging Face directory, XXH64
+/// of the digests of config.json and every *.safetensors in name order. Throws IoError when a
+/// file cannot be read.
 uint64_t model_digest(const std::string& checkpoint_path);
 
 /// Fewest calibration tokens (rows per stream) calibrate_model accepts: a basis of head_dim

@@ -1,9 +1,12 @@
 // A small llama2.c-compatible inference engine whose per-layer KV caches are VeloxQuant caches.
 //
-//   Model      a llama2.c "legacy" checkpoint (header of 7 int32, then fp32 tensors), validated
+//   Model      a llama2.c "legacy" checkpoint (header of 7 int32, then fp32 tensors), validated;
+//              or (Model::open) a GGUF file / Hugging Face directory read through ModelWeights,
+//              its matrices left in their stored type (F32 ... Q6_K) in the memory map
 //   Tokenizer  the llama2.c tokenizer.bin format, with llama2.c / sentencepiece-style encode
-//   Engine     fp32 forward pass (RMSNorm, RoPE on adjacent pairs, GQA, SwiGLU); every layer's
-//              attention runs over what that layer's KVCache keeps
+//   Engine     forward pass with fp32 activations (RMSNorm, RoPE on adjacent pairs or half-split,
+//              GQA, SwiGLU, optional q/k/v biases); matrices multiplied in their stored type by
+//              src/kernels; every layer's attention runs over what that layer's KVCache keeps
 //   find_model_file  where the real model files live ($VQ_MODELS_DIR or ../shared/models)
 //
 // The checkpoint and tokenizer formats are described in ../shared/models/README.md and in
@@ -21,6 +24,8 @@
 
 #include "veloxquant/cache.hpp"
 #include "veloxquant/config.hpp"
+#include "veloxquant/model_weights.hpp"
+#include "veloxquant/weight_matrix.hpp"
 
 namespace vq {
 
@@ -56,6 +61,11 @@ struct ModelConfig {
   int64_t vocab_size = 0;  ///< always positive here; the header stores it negated when unshared
   int64_t seq_len = 0;     ///< context length the model was trained for
   bool shared_classifier = true;  ///< true: logits use the token embedding table
+  // Set by Model::open for GGUF / Hugging Face models; a llama2.c checkpoint keeps these defaults.
+  std::string architecture = "llama2.c";  ///< llama2.c | llama | qwen2
+  double rope_theta = 10000.0;
+  double rms_norm_eps = 1e-5;
+  RopeLayout rope_layout = RopeLayout::AdjacentPairs;  ///< pairs (2i, 2i+1) or (i, i + D/2)
 
   int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
   int64_t kv_dim() const { return n_heads > 0 ? dim * n_kv_heads / n_heads : 0; }
@@ -83,9 +93,29 @@ struct LayerWeights {
   const float* w3 = nullptr;       ///< [hidden, dim]
 };
 
+/// One layer as the engine reads it: matrices in their stored type, norms and biases in fp32.
+struct LayerTensors {
+  const float* rms_att = nullptr;           ///< [dim]
+  const float* rms_ffn = nullptr;           ///< [dim]
+  WeightMatrix wq, wk, wv, wo, w1, w2, w3;  ///< w1 = gate, w3 = up, w2 = down
+  const float* bq = nullptr;  ///< [dim] q bias (qwen2), nullptr when the model has none
+  const float* bk = nullptr;  ///< [kv_dim]
+  const float* bv = nullptr;  ///< [kv_dim]
+};
+
 class Model {
  public:
   Model() = default;
+
+  /// Any supported model: a directory is a Hugging Face checkpoint, a file starting with "GGUF"
+  /// a GGUF model, anything else a llama2.c checkpoint (load). Refusals as in load() and
+  /// ModelWeights::open(); a model whose weights need more bytes than the machine's physical
+  /// memory is refused (InvalidArgument naming both).
+  static Model open(const std::string& path);
+  /// Wrap GGUF / Hugging Face weights (kept in their stored type and memory map). FormatError
+  /// when the shapes are outside what the engine runs (head_dim != dim / n_heads, no context
+  /// length, a rope_freqs.weight of the wrong size).
+  static Model from_weights(ModelWeights weights);
 
   /// Read a llama2.c legacy checkpoint. Missing/unreadable file: IoError. A header field out of
   /// range, a file whose length differs from what the header implies (truncated or padded; the
@@ -98,14 +128,32 @@ class Model {
   void save(const std::string& path) const;
 
   const ModelConfig& config() const { return config_; }
+  /// The fp32 views below exist only for llama2.c checkpoints (InvalidArgument otherwise; use
+  /// tensors() / embedding_matrix() / output_matrix(), which work for every model).
   const float* token_embedding() const;  ///< [vocab, dim]
   LayerWeights layer(int64_t l) const;
-  const float* rms_final() const;   ///< [dim]
   const float* classifier() const;  ///< [vocab, dim] (the embedding table when shared)
+  const float* rms_final() const;   ///< [dim] (every model)
+
+  /// True for a llama2.c checkpoint (load / random), false for GGUF / Hugging Face weights.
+  bool is_checkpoint() const { return weights_ == nullptr; }
+  /// The GGUF / Hugging Face weights, or nullptr for a llama2.c checkpoint.
+  const ModelWeights* weights() const;
+  LayerTensors tensors(int64_t l) const;
+  WeightMatrix embedding_matrix() const;  ///< [vocab, dim]
+  WeightMatrix output_matrix() const;     ///< [vocab, dim] (the embedding when tied)
+  /// RoPE angle per position step for pair i of a head (head_dim / 2 values): theta^(-2i/D),
+  /// remapped by llama3 rope_scaling (config.json) or divided by rope_freqs.weight (GGUF).
+  std::vector<double> rope_frequencies() const;
+  /// Bytes of the weights as stored (what inference touches for every token).
+  uint64_t weight_bytes() const;
 
  private:
+  struct Converted;  // GGUF / HF: the weights, fp32 copies of norms and biases, per-layer views
+  const float* converted_rms_final() const;
   ModelConfig config_;
-  AlignedFloats data_;  // every float after the header, in file order
+  AlignedFloats data_;  // every float after the header, in file order (llama2.c only)
+  std::shared_ptr<const Converted> weights_;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -217,7 +265,10 @@ struct GenerateOptions {
   int64_t steps = 256;       ///< most new tokens (also capped by the context length)
   float temperature = 0.0f;  ///< 0 = greedy (argmax, ties to the lowest id)
   uint64_t seed = 0;         ///< sampling seed when temperature > 0
-  bool stop_at_bos = true;   ///< stop when the model emits BOS or EOS (llama2.c behaviour)
+  bool stop_at_bos = true;   ///< stop when the model emits a stop token (llama2.c behaviour)
+  /// The stop tokens: empty = llama2.c's BOS and EOS (1 and 2); a GGUF / HF model's CLI passes
+  /// its tokenizer's BOS and EOS.
+  std::vector<int32_t> stop_tokens;
 };
 
 /// Prefill `prompt` (which should start with BOS), then sample up to opt.steps tokens one at a

@@ -104,7 +104,7 @@ void check_windows(const Model& model, const std::vector<std::vector<int32_t>>& 
 }  // namespace
 
 std::vector<std::vector<int32_t>> make_windows(const std::vector<int32_t>& text, int64_t context,
-                                               int64_t max_tokens) {
+                                               int64_t max_tokens, int32_t bos) {
   VQ_CHECK(context >= 2, InvalidArgument, "make_windows: context = ", context,
            " must be >= 2 (BOS plus one token)");
   VQ_CHECK(max_tokens >= 0, InvalidArgument, "make_windows: max_tokens = ", max_tokens,
@@ -117,7 +117,7 @@ std::vector<std::vector<int32_t>> make_windows(const std::vector<int32_t>& text,
     const int64_t end = std::min(n, start + per);
     std::vector<int32_t> w;
     w.reserve(static_cast<size_t>(end - start + 1));
-    w.push_back(Tokenizer::kBos);
+    w.push_back(bos);
     w.insert(w.end(), text.begin() + start, text.begin() + end);
     out.push_back(std::move(w));
   }

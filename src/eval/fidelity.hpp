@@ -18,8 +18,11 @@ namespace vq::eval {
 /// window k is BOS + text[k * (context - 1), (k + 1) * (context - 1)). With max_tokens > 0 only
 /// the first max_tokens text tokens are used. A window predicts each of its text tokens, so the
 /// number of predicted tokens equals the number of text tokens used.
+/// `bos` is the token each window starts with (llama2.c's 1 by default; the tokenizer's BOS for
+/// other models).
 std::vector<std::vector<int32_t>> make_windows(const std::vector<int32_t>& text, int64_t context,
-                                               int64_t max_tokens = 0);
+                                               int64_t max_tokens = 0,
+                                               int32_t bos = Tokenizer::kBos);
 
 /// How windows are fed to the engine: the first `prefill` tokens of each window (BOS included)
 /// through Engine::prefill (exact attention over the chunk, then one cache update), the rest one

@@ -208,11 +208,21 @@ void Model::save(const std::string& path) const {
   VQ_CHECK(f.good(), IoError, "failed writing '", path, "'");
 }
 
+namespace {
+void require_checkpoint(bool ok, const char* what) {
+  VQ_CHECK(ok, InvalidArgument, "Model::", what,
+           " is an fp32 view of a llama2.c checkpoint; this model was read from GGUF / Hugging "
+           "Face weights (use tensors(), embedding_matrix(), output_matrix())");
+}
+}  // namespace
+
 const float* Model::token_embedding() const {
+  require_checkpoint(is_checkpoint(), "token_embedding");
   return data_.data();
 }
 
 LayerWeights Model::layer(int64_t l) const {
+  require_checkpoint(is_checkpoint(), "layer");
   VQ_CHECK(l >= 0 && l < config_.n_layers, InvalidArgument, "Model::layer: l = ", l,
            " is outside [0, n_layers = ", config_.n_layers, ")");
   const auto spans = model::checkpoint_layout(config_);
@@ -234,11 +244,13 @@ LayerWeights Model::layer(int64_t l) const {
 }
 
 const float* Model::rms_final() const {
+  if (!is_checkpoint()) return converted_rms_final();
   const auto spans = model::checkpoint_layout(config_);
   return data_.data() + model::find_span(spans, "rms_final").offset;
 }
 
 const float* Model::classifier() const {
+  require_checkpoint(is_checkpoint(), "classifier");
   if (config_.shared_classifier) return token_embedding();
   const auto spans = model::checkpoint_layout(config_);
   return data_.data() + model::find_span(spans, "wcls").offset;

@@ -1,7 +1,9 @@
-// The fp32 forward pass (llama2.c architecture) with a VeloxQuant cache per layer.
+// The forward pass (llama2.c / Llama / Qwen2 architecture) with a VeloxQuant cache per layer.
+// Activations are fp32; the matrices stay in their stored type and go through src/kernels.
 //
 // Per layer, for input x [dim]:
-//   xb = rmsnorm(x) * rms_att;  q = Wq xb, k = Wk xb, v = Wv xb;  RoPE on q and k
+//   xb = rmsnorm(x) * rms_att;  q = Wq xb (+ bq), k = Wk xb (+ bk), v = Wv xb (+ bv);
+//   RoPE on q and k (adjacent pairs or half-split, as the model's weights expect)
 //   cache.update(k, v, q);  att_h = softmax(q_h K^T / sqrt(D)) V  over the kept rows of KV head
 //   h / (n_heads / n_kv_heads);  x += Wo att
 //   xb = rmsnorm(x) * rms_ffn;  x += W2 (silu(W1 xb) * W3 xb)
@@ -15,6 +17,7 @@
 #include <limits>
 
 #include "core/rng.hpp"
+#include "kernels/matmul.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
 
@@ -23,17 +26,11 @@ namespace vq {
 namespace {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMat = Eigen::Map<const RowMatF>;
-using VecF = Eigen::VectorXf;
-using ConstVec = Eigen::Map<const VecF>;
-using MutVec = Eigen::Map<VecF>;
 
-constexpr float kRmsEps = 1e-5f;
-
-void rmsnorm(float* out, const float* x, const float* w, int64_t n) {
+void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   float ss = 0.0f;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  ss = 1.0f / std::sqrt(ss / static_cast<float>(n) + kRmsEps);
+  ss = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (ss * x[i]);
 }
 
@@ -49,8 +46,10 @@ struct Engine::Impl {
   EngineOptions opt;
   ModelConfig c;
   int64_t D = 0, Hq = 0, Hkv = 0, G = 0, hd2 = 0;
-  float scale = 1.0f;
-  std::vector<LayerWeights> w;
+  float scale = 1.0f, eps = 1e-5f;
+  bool half_split = false;  // RoPE pairs (i, i + D/2) instead of (2i, 2i + 1)
+  std::vector<LayerTensors> w;
+  WeightMatrix emb, out;
   std::vector<std::unique_ptr<KVCache>> caches;
   std::vector<char> pre_rope;
   int64_t pos = 0;
@@ -87,6 +86,14 @@ struct Engine::Impl {
     const float* sn = rope_sin.data() + p * hd2;
     for (int64_t h = 0; h < n_heads; ++h) {
       float* r = v + h * D;
+      if (half_split) {
+        for (int64_t i = 0; i < hd2; ++i) {
+          const float v0 = r[i], v1 = r[i + hd2];
+          r[i] = v0 * cs[i] - v1 * sn[i];
+          r[i + hd2] = v0 * sn[i] + v1 * cs[i];
+        }
+        continue;
+      }
       for (int64_t i = 0; i < hd2; ++i) {
         const float v0 = r[2 * i], v1 = r[2 * i + 1];
         r[2 * i] = v0 * cs[i] - v1 * sn[i];
@@ -198,22 +205,42 @@ struct Engine::Impl {
     return false;
   }
 
+  // q/k/v of n rows of normalized input xn [n, dim]: [n, dim], [n, kv_dim], [n, kv_dim], with
+  // the biases added when the model has them (Qwen2).
+  void project_qkv(const LayerTensors& lw, const float* xn, int64_t n, float* qo, float* ko,
+                   float* vo) const {
+    const int64_t dim = c.dim, kv_dim = c.kv_dim();
+    if (n == 1) {
+      kernels::matvec(lw.wq, xn, qo);
+      kernels::matvec(lw.wk, xn, ko);
+      kernels::matvec(lw.wv, xn, vo);
+    } else {
+      kernels::matmul(lw.wq, xn, n, qo);
+      kernels::matmul(lw.wk, xn, n, ko);
+      kernels::matmul(lw.wv, xn, n, vo);
+    }
+    const auto add = [n](float* y, const float* b, int64_t m) {
+      if (!b) return;
+      for (int64_t s = 0; s < n; ++s)
+        for (int64_t i = 0; i < m; ++i) y[s * m + i] += b[i];
+    };
+    add(qo, lw.bq, dim);
+    add(ko, lw.bk, kv_dim);
+    add(vo, lw.bv, kv_dim);
+  }
+
   const float* step(int32_t token) {
     VQ_CHECK(token >= 0 && token < c.vocab_size, InvalidArgument, "Engine::step: token ", token,
              " is outside the vocabulary [0, ", c.vocab_size, ")");
     VQ_CHECK(pos < c.seq_len, InvalidArgument, "Engine::step: position ", pos,
              " reached the model's context length seq_len = ", c.seq_len);
     const int64_t dim = c.dim, kv_dim = c.kv_dim(), hid = c.hidden_dim;
-    std::memcpy(x.data(), model->token_embedding() + static_cast<int64_t>(token) * dim,
-                sizeof(float) * static_cast<size_t>(dim));
+    kernels::dequantize_row(emb, token, x.data());
     for (int64_t l = 0; l < c.n_layers; ++l) {
-      const LayerWeights& lw = w[static_cast<size_t>(l)];
+      const LayerTensors& lw = w[static_cast<size_t>(l)];
       const bool pre = pre_rope[static_cast<size_t>(l)];
-      rmsnorm(xb.data(), x.data(), lw.rms_att, dim);
-      ConstVec xbv(xb.data(), dim);
-      MutVec(q.data(), dim).noalias() = ConstMat(lw.wq, dim, dim) * xbv;
-      MutVec(k.data(), kv_dim).noalias() = ConstMat(lw.wk, kv_dim, dim) * xbv;
-      MutVec(v.data(), kv_dim).noalias() = ConstMat(lw.wv, kv_dim, dim) * xbv;
+      rmsnorm(xb.data(), x.data(), lw.rms_att, dim, eps);
+      project_qkv(lw, xb.data(), 1, q.data(), k.data(), v.data());
       rope(q.data(), Hq, pos);
       if (!pre) rope(k.data(), Hkv, pos);
       std::memcpy(qt.data(), q.data(), sizeof(float) * static_cast<size_t>(dim));
@@ -240,17 +267,16 @@ struct Engine::Impl {
         attend_head(K, cache.values(0, kh), positions, pre, q.data() + kh * G * D, self_k, self_v,
                     att.data() + kh * G * D);
       }
-      MutVec(x.data(), dim).noalias() += ConstMat(lw.wo, dim, dim) * ConstVec(att.data(), dim);
-      rmsnorm(xb.data(), x.data(), lw.rms_ffn, dim);
-      MutVec(hb.data(), hid).noalias() = ConstMat(lw.w1, hid, dim) * ConstVec(xb.data(), dim);
-      MutVec(hb2.data(), hid).noalias() = ConstMat(lw.w3, hid, dim) * ConstVec(xb.data(), dim);
+      kernels::matvec(lw.wo, att.data(), x.data(), true);
+      rmsnorm(xb.data(), x.data(), lw.rms_ffn, dim, eps);
+      kernels::matvec(lw.w1, xb.data(), hb.data());
+      kernels::matvec(lw.w3, xb.data(), hb2.data());
       for (int64_t i = 0; i < hid; ++i)
         hb[static_cast<size_t>(i)] = silu(hb[static_cast<size_t>(i)]) * hb2[static_cast<size_t>(i)];
-      MutVec(x.data(), dim).noalias() += ConstMat(lw.w2, dim, hid) * ConstVec(hb.data(), hid);
+      kernels::matvec(lw.w2, hb.data(), x.data(), true);
     }
-    rmsnorm(x.data(), x.data(), model->rms_final(), dim);
-    MutVec(logits.data(), c.vocab_size).noalias() =
-        ConstMat(model->classifier(), c.vocab_size, dim) * ConstVec(x.data(), dim);
+    rmsnorm(x.data(), x.data(), model->rms_final(), dim, eps);
+    kernels::matvec(out, x.data(), logits.data());
     ++pos;
     return logits.data();
   }
@@ -269,19 +295,15 @@ struct Engine::Impl {
     RowMatF X(S, dim), Xn(S, dim), Q(S, dim), K(S, kv_dim), Kr(S, kv_dim), Vv(S, kv_dim), A(S, dim),
         H1(S, hid), H3(S, hid);
     for (int64_t s = 0; s < S; ++s)
-      X.row(s) = ConstVec(model->token_embedding() +
-                              static_cast<int64_t>(tokens[static_cast<size_t>(s)]) * dim,
-                          dim)
-                     .transpose();
+      kernels::dequantize_row(emb, tokens[static_cast<size_t>(s)], X.row(s).data());
     Tensor qT(1, Hq, S, D), kT(1, Hkv, S, D), vT(1, Hkv, S, D);
     RowMatF Qk, Kblk, P, Krh, Vvh;
     for (int64_t l = 0; l < c.n_layers; ++l) {
-      const LayerWeights& lw = w[static_cast<size_t>(l)];
+      const LayerTensors& lw = w[static_cast<size_t>(l)];
       const bool pre = pre_rope[static_cast<size_t>(l)];
-      for (int64_t s = 0; s < S; ++s) rmsnorm(Xn.row(s).data(), X.row(s).data(), lw.rms_att, dim);
-      Q.noalias() = Xn * ConstMat(lw.wq, dim, dim).transpose();
-      K.noalias() = Xn * ConstMat(lw.wk, kv_dim, dim).transpose();
-      Vv.noalias() = Xn * ConstMat(lw.wv, kv_dim, dim).transpose();
+      for (int64_t s = 0; s < S; ++s)
+        rmsnorm(Xn.row(s).data(), X.row(s).data(), lw.rms_att, dim, eps);
+      project_qkv(lw, Xn.data(), S, Q.data(), K.data(), Vv.data());
       Kr = K;
       for (int64_t s = 0; s < S; ++s) {
         rope(Q.row(s).data(), Hq, pos0 + s);
@@ -353,20 +375,20 @@ struct Engine::Impl {
                       sizeof(float) * static_cast<size_t>(D));
       }
       cache.update(kT, vT, &qT);
-      X.noalias() += A * ConstMat(lw.wo, dim, dim).transpose();
-      for (int64_t s = 0; s < S; ++s) rmsnorm(Xn.row(s).data(), X.row(s).data(), lw.rms_ffn, dim);
-      H1.noalias() = Xn * ConstMat(lw.w1, hid, dim).transpose();
-      H3.noalias() = Xn * ConstMat(lw.w3, hid, dim).transpose();
+      kernels::matmul(lw.wo, A.data(), S, X.data(), true);
+      for (int64_t s = 0; s < S; ++s)
+        rmsnorm(Xn.row(s).data(), X.row(s).data(), lw.rms_ffn, dim, eps);
+      kernels::matmul(lw.w1, Xn.data(), S, H1.data());
+      kernels::matmul(lw.w3, Xn.data(), S, H3.data());
       H1 = H1.unaryExpr([](float v) { return silu(v); }).cwiseProduct(H3);
-      X.noalias() += H1 * ConstMat(lw.w2, dim, hid).transpose();
+      kernels::matmul(lw.w2, H1.data(), S, X.data(), true);
     }
     const int64_t first = all_logits ? 0 : S - 1;
     const int64_t rows = S - first;
     plogits.resize(static_cast<size_t>(rows * V));
     for (int64_t s = first; s < S; ++s) {
-      rmsnorm(Xn.row(s).data(), X.row(s).data(), model->rms_final(), dim);
-      MutVec(plogits.data() + (s - first) * V, V).noalias() =
-          ConstMat(model->classifier(), V, dim) * Xn.row(s).transpose();
+      rmsnorm(Xn.row(s).data(), X.row(s).data(), model->rms_final(), dim, eps);
+      kernels::matvec(out, Xn.row(s).data(), plogits.data() + (s - first) * V);
     }
     pos += S;
     return plogits;
@@ -392,14 +414,17 @@ void Engine::init(const Model& model, const EngineOptions& opt) {
   m.G = m.Hq / m.Hkv;
   m.hd2 = m.D / 2;
   m.scale = 1.0f / std::sqrt(static_cast<float>(m.D));
-  for (int64_t l = 0; l < m.c.n_layers; ++l) m.w.push_back(model.layer(l));
+  m.eps = static_cast<float>(m.c.rms_norm_eps);
+  m.half_split = m.c.rope_layout == RopeLayout::HalfSplit;
+  for (int64_t l = 0; l < m.c.n_layers; ++l) m.w.push_back(model.tensors(l));
+  m.emb = model.embedding_matrix();
+  m.out = model.output_matrix();
+  const std::vector<double> freqs = model.rope_frequencies();
   m.rope_cos.resize(static_cast<size_t>(m.c.seq_len * m.hd2));
   m.rope_sin.resize(m.rope_cos.size());
   for (int64_t p = 0; p < m.c.seq_len; ++p)
     for (int64_t i = 0; i < m.hd2; ++i) {
-      const double freq =
-          std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(m.D));
-      const double a = static_cast<double>(p) * freq;
+      const double a = static_cast<double>(p) * freqs[static_cast<size_t>(i)];
       m.rope_cos[static_cast<size_t>(p * m.hd2 + i)] = static_cast<float>(std::cos(a));
       m.rope_sin[static_cast<size_t>(p * m.hd2 + i)] = static_cast<float>(std::sin(a));
     }
@@ -505,6 +530,9 @@ std::vector<int32_t> generate(Engine& engine, const std::vector<int32_t>& prompt
            "generate: temperature = ", opt.temperature, " must be finite and >= 0");
   const ModelConfig& c = engine.model().config();
   const int64_t V = c.vocab_size;
+  const std::vector<int32_t> stop = opt.stop_tokens.empty()
+                                        ? std::vector<int32_t>{Tokenizer::kBos, Tokenizer::kEos}
+                                        : opt.stop_tokens;
   std::vector<int32_t> out;
   const float* logits = engine.prefill(prompt, false).data();
   Rng rng(opt.seed);
@@ -534,7 +562,7 @@ std::vector<int32_t> generate(Engine& engine, const std::vector<int32_t>& prompt
         }
       }
     }
-    if (opt.stop_at_bos && (next == Tokenizer::kBos || next == Tokenizer::kEos)) break;
+    if (opt.stop_at_bos && std::find(stop.begin(), stop.end(), next) != stop.end()) break;
     out.push_back(next);
     if (on_token) on_token(prev, next);
     prev = next;

@@ -459,7 +459,25 @@ CalibrationEntry fit_calibration_entry(const float* X, int64_t n, int64_t D, int
 }
 
 uint64_t model_digest(const std::string& checkpoint_path) {
-  return coding::xxh64_file(checkpoint_path);
+  namespace fs = std::filesystem;
+  auto file_digest = [](const std::string& path) {
+    return coding::xxh64_file(path);  // read in pieces: no copy of a multi-GB model file
+  };
+  std::error_code ec;
+  if (!fs::is_directory(checkpoint_path, ec)) return file_digest(checkpoint_path);
+  // A Hugging Face directory: config.json and every *.safetensors, in name order.
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(checkpoint_path)) {
+    const std::string name = e.path().filename().string();
+    if (name == "config.json" || e.path().extension() == ".safetensors")
+      files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  VQ_CHECK(!files.empty(), IoError, "model directory '", checkpoint_path,
+           "' holds no config.json or *.safetensors to identify it by");
+  std::vector<uint64_t> parts;
+  for (const std::string& f : files) parts.push_back(file_digest(f));
+  return coding::xxh64(parts.data(), parts.size() * sizeof(uint64_t));
 }
 
 int64_t min_calibration_tokens(int64_t head_dim, int64_t chunk_tokens) {

@@ -6,12 +6,15 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "model_test_util.hpp"
+#include "veloxquant/npy.hpp"
 
 namespace {
 
@@ -66,6 +69,74 @@ TEST(CliModel, GeneratePerplexityAndEval) {
   CliRun missing = run_cli("perplexity --model /nonexistent/m.bin --text-string a");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.out.find("cannot open checkpoint"), std::string::npos) << missing.out;
+}
+
+// The same commands on stories260K.gguf (tokenizer read from the GGUF itself) give what they give
+// on the .bin; --text-ids takes the ids `tokenize` prints.
+TEST(CliModel, GgufModelAndTextIds) {
+  if (!have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";
+  VQ_REQUIRE_MODEL_FILE(bin, "stories260K.bin");
+  VQ_REQUIRE_MODEL_FILE(gguf, "stories260K.gguf");
+  VQ_REQUIRE_MODEL_FILE(text, "tinystories-val.txt");
+
+  CliRun g = run_cli("generate --model '" + gguf + "' --steps 20");
+  ASSERT_EQ(g.status, 0) << g.out;
+  EXPECT_EQ(g.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << g.out;
+
+  const std::string s = " --text-string 'Once upon a time there was a big dog.'";
+  vqtest::TempFile jb("cli_ppl_bin.json"), jg("cli_ppl_gguf.json"), ji("cli_ppl_ids.json");
+  ASSERT_EQ(run_cli("perplexity --model '" + bin + "'" + s + " --json '" + jb.path() + "'").status,
+            0);
+  CliRun pg = run_cli("perplexity --model '" + gguf + "'" + s + " --json '" + jg.path() + "'");
+  ASSERT_EQ(pg.status, 0) << pg.out;
+  const auto rb = nlohmann::json::parse(std::ifstream(jb.path()));
+  const auto rg = nlohmann::json::parse(std::ifstream(jg.path()));
+  EXPECT_EQ(rb["predicted_tokens"], rg["predicted_tokens"]);
+  EXPECT_NEAR(rg["nll_sum"].get<double>(), rb["nll_sum"].get<double>(),
+              1e-6 * std::fabs(rb["nll_sum"].get<double>()));
+
+  // tokenize --no-bos -> .npy of int32 -> perplexity --text-ids: the same result.
+  CliRun t = run_cli("tokenize --model '" + gguf +
+                     "' --no-bos --text-string 'Once upon a time there was a big dog.'");
+  ASSERT_EQ(t.status, 0) << t.out;
+  std::vector<int32_t> ids;
+  std::istringstream is(t.out);
+  for (int32_t x; is >> x;) ids.push_back(x);
+  ASSERT_FALSE(ids.empty());
+  vqtest::TempFile npy("cli_ids.npy");
+  vq::NpyArray a;
+  a.dtype = vq::NpyDtype::Int32;
+  a.shape = {static_cast<int64_t>(ids.size())};
+  a.bytes.resize(ids.size() * 4);
+  std::memcpy(a.bytes.data(), ids.data(), a.bytes.size());
+  vq::write_npy(npy.path(), a);
+  CliRun pi = run_cli("perplexity --model '" + gguf + "' --text-ids '" + npy.path() + "' --json '" +
+                      ji.path() + "'");
+  ASSERT_EQ(pi.status, 0) << pi.out;
+  const auto ri = nlohmann::json::parse(std::ifstream(ji.path()));
+  EXPECT_EQ(ri["nll_sum"], rg["nll_sum"]);
+
+  vqtest::TempFile ej("cli_eval_gguf.json");
+  CliRun e =
+      run_cli("eval --model '" + gguf + "' --text '" + text +
+              "' --max-tokens 300 --methods 'full;h2o:budget=64' --json '" + ej.path() + "'");
+  ASSERT_EQ(e.status, 0) << e.out;
+  const auto ev = nlohmann::json::parse(std::ifstream(ej.path()));
+  EXPECT_EQ(ev["predicted_tokens"], 300);
+  EXPECT_EQ(ev["config"]["architecture"], "llama");
+  CliRun ei = run_cli("eval --model '" + gguf + "' --text-ids '" + npy.path() +
+                      "' --methods 'full;h2o:budget=8'");
+  EXPECT_EQ(ei.status, 0) << ei.out;
+
+  // Bad ids are refused naming the id and the vocabulary.
+  vq::NpyArray bad = a;
+  const int32_t big = 512;
+  std::memcpy(bad.bytes.data(), &big, 4);
+  vq::write_npy(npy.path(), bad);
+  CliRun pb = run_cli("perplexity --model '" + gguf + "' --text-ids '" + npy.path() + "'");
+  EXPECT_EQ(pb.status, 1) << pb.out;
+  EXPECT_NE(pb.out.find("id 512 at index 0 is outside the vocabulary [0, 512)"), std::string::npos)
+      << pb.out;
 }
 
 }  // namespace

@@ -1,0 +1,169 @@
+// Stored-type matrix kernels (see matmul.hpp).
+#include "kernels/matmul.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "formats/bf16.hpp"
+#include "veloxquant/errors.hpp"
+#include "veloxquant/model.hpp"
+#include "veloxquant/tensor.hpp"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace vq::kernels {
+
+namespace {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMat = Eigen::Map<const RowMatF>;
+using MutMat = Eigen::Map<RowMatF>;
+using ConstVec = Eigen::Map<const Eigen::VectorXf>;
+using MutVec = Eigen::Map<Eigen::VectorXf>;
+using OuterStride = Eigen::OuterStride<>;
+
+// Rows decoded per tile: small enough that the tile stays in L2 for common widths (64 rows of
+// 4096 floats = 1 MiB), large enough for Eigen's GEMM to block well.
+constexpr int64_t kMatvecTile = 16;
+constexpr int64_t kMatmulTile = 64;
+
+void check(const WeightMatrix& w) {
+  VQ_CHECK(w.rows >= 0 && w.cols >= 0 && (w.data != nullptr || w.rows * w.cols == 0),
+           InvalidArgument, "kernels: weight matrix [", w.rows, ", ", w.cols,
+           "] has no data or a negative shape");
+  (void)w.row_bytes();  // throws when cols is not a whole number of blocks
+}
+
+// fp32 weights that can be read in place (4-byte aligned; safetensors data may not be).
+bool in_place_f32(const WeightMatrix& w) {
+  return w.type == GgmlType::F32 && reinterpret_cast<uintptr_t>(w.data) % alignof(float) == 0;
+}
+
+AlignedFloats& scratch() {
+  thread_local AlignedFloats s;
+  return s;
+}
+
+// Rows [r0, r0 + nr) decoded into dst [nr, cols].
+void decode_rows(const WeightMatrix& w, int64_t r0, int64_t nr, float* dst) {
+  const uint64_t rb = w.row_bytes();
+  const uint8_t* src = w.data + static_cast<uint64_t>(r0) * rb;
+  const int64_t n = nr * w.cols;
+  switch (w.type) {
+    case GgmlType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case GgmlType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = formats::bf16_bits_to_float(h);
+      }
+      return;
+#if defined(__F16C__)
+    case GgmlType::F16: {
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(
+            dst + i,
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
+      for (; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = fp16_to_fp32(h);
+      }
+      return;
+    }
+#endif
+    default:
+      ggml_dequantize(w.type, src, dst, n);
+  }
+}
+
+}  // namespace
+
+void dequantize_row(const WeightMatrix& w, int64_t r, float* out) {
+  check(w);
+  VQ_CHECK(r >= 0 && r < w.rows, InvalidArgument, "kernels: row ", r, " is outside [0, ", w.rows,
+           ")");
+  decode_rows(w, r, 1, out);
+}
+
+void matvec_ref(const WeightMatrix& w, const float* x, float* y) {
+  check(w);
+  const int64_t bv = ggml_block_values(w.type), bb = ggml_block_bytes(w.type);
+  std::vector<float> blk(static_cast<size_t>(bv));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const uint8_t* row = w.row(r);
+    float acc = 0.0f;
+    for (int64_t b = 0; b * bv < w.cols; ++b) {
+      ggml_dequantize(w.type, row + b * bb, blk.data(), bv);
+      for (int64_t j = 0; j < bv; ++j) acc += blk[static_cast<size_t>(j)] * x[b * bv + j];
+    }
+    y[r] = acc;
+  }
+}
+
+void matmul_ref(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  for (int64_t s = 0; s < n; ++s) matvec_ref(w, x + s * w.cols, y + s * w.rows);
+}
+
+void matvec(const WeightMatrix& w, const float* x, float* y, bool accumulate) {
+  check(w);
+  const ConstVec xv(x, w.cols);
+  if (in_place_f32(w)) {
+    const ConstMat m(reinterpret_cast<const float*>(w.data), w.rows, w.cols);
+    if (accumulate)
+      MutVec(y, w.rows).noalias() += m * xv;
+    else
+      MutVec(y, w.rows).noalias() = m * xv;
+    return;
+  }
+  AlignedFloats& s = scratch();
+  const int64_t tile = std::min(kMatvecTile, std::max<int64_t>(w.rows, 1));
+  if (static_cast<int64_t>(s.size()) < tile * w.cols) s.resize(static_cast<size_t>(tile * w.cols));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kMatvecTile) {
+    const int64_t nr = std::min(kMatvecTile, w.rows - r0);
+    decode_rows(w, r0, nr, s.data());
+    const ConstMat m(s.data(), nr, w.cols);
+    if (accumulate)
+      MutVec(y + r0, nr).noalias() += m * xv;
+    else
+      MutVec(y + r0, nr).noalias() = m * xv;
+  }
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, bool accumulate) {
+  check(w);
+  VQ_CHECK(n >= 0, InvalidArgument, "kernels::matmul: n = ", n, " < 0");
+  if (n == 0 || w.rows == 0) return;
+  const ConstMat X(x, n, w.cols);
+  if (in_place_f32(w)) {
+    const ConstMat m(reinterpret_cast<const float*>(w.data), w.rows, w.cols);
+    MutMat Y(y, n, w.rows);
+    if (accumulate)
+      Y.noalias() += X * m.transpose();
+    else
+      Y.noalias() = X * m.transpose();
+    return;
+  }
+  AlignedFloats& s = scratch();
+  const int64_t tile = std::min(kMatmulTile, w.rows);
+  if (static_cast<int64_t>(s.size()) < tile * w.cols) s.resize(static_cast<size_t>(tile * w.cols));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kMatmulTile) {
+    const int64_t nr = std::min(kMatmulTile, w.rows - r0);
+    decode_rows(w, r0, nr, s.data());
+    const ConstMat m(s.data(), nr, w.cols);
+    Eigen::Map<RowMatF, Eigen::Unaligned, OuterStride> Y(y + r0, n, nr, OuterStride(w.rows));
+    if (accumulate)
+      Y.noalias() += X * m.transpose();
+    else
+      Y.noalias() = X * m.transpose();
+  }
+}
+
+}  // namespace vq::kernels
