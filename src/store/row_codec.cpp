@@ -7,8 +7,12 @@
 // group of eight values holding a NaN is converted by the scalar code.
 #include "store/row_codec.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "store/row_kernels.hpp"
+#include "veloxquant/row_source.hpp"
 #include "veloxquant/tensor.hpp"
 
 #if defined(__F16C__)
@@ -28,7 +32,40 @@ inline uint16_t load_u16(const uint16_t* p) {
   return v;
 }
 
+// One decoded block of rows for the default dot_rows / axpy_rows (per thread, at most
+// kReadBlock rows).
+float* decode_scratch(int64_t n, int64_t dim) {
+  thread_local std::vector<float> buf;
+  const size_t need = static_cast<size_t>(std::min(n, kReadBlock) * dim);
+  if (buf.size() < need) buf.resize(need);
+  return buf.data();
+}
+
 }  // namespace
+
+void RowCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                        float* out) const {
+  const int64_t D = dim(), rb = row_bytes();
+  if (n <= 0) return;
+  float* buf = decode_scratch(n, D);
+  for (int64_t b = 0; b < n; b += kReadBlock) {
+    const int64_t m = std::min(kReadBlock, n - b);
+    decode(params, codes + b * rb, m, buf);
+    float_dot_rows(FloatRows::F32, reinterpret_cast<const uint8_t*>(buf), 4 * D, m, D, q, out + b);
+  }
+}
+
+void RowCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                         float* acc) const {
+  const int64_t D = dim(), rb = row_bytes();
+  if (n <= 0) return;
+  float* buf = decode_scratch(n, D);
+  for (int64_t b = 0; b < n; b += kReadBlock) {
+    const int64_t m = std::min(kReadBlock, n - b);
+    decode(params, codes + b * rb, m, buf);
+    float_axpy_rows(FloatRows::F32, reinterpret_cast<const uint8_t*>(buf), 4 * D, m, D, w + b, acc);
+  }
+}
 
 void fp32_to_fp16_n(const float* src, uint16_t* dst, int64_t n) {
   int64_t i = 0;
@@ -89,6 +126,36 @@ void Bf16Codec::encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) {
 
 void Bf16Codec::decode(const uint8_t*, const uint8_t* codes, int64_t n, float* out) const {
   bf16_to_fp32_n(reinterpret_cast<const uint16_t*>(codes), out, n * dim());
+}
+
+void Fp16Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
+                         float* out) const {
+  float_dot_rows(FloatRows::F16, codes, 2 * dim(), n, dim(), q, out);
+}
+
+void Fp16Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                          float* acc) const {
+  float_axpy_rows(FloatRows::F16, codes, 2 * dim(), n, dim(), w, acc);
+}
+
+void Bf16Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
+                         float* out) const {
+  float_dot_rows(FloatRows::BF16, codes, 2 * dim(), n, dim(), q, out);
+}
+
+void Bf16Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                          float* acc) const {
+  float_axpy_rows(FloatRows::BF16, codes, 2 * dim(), n, dim(), w, acc);
+}
+
+void Fp32Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
+                         float* out) const {
+  float_dot_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), q, out);
+}
+
+void Fp32Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                          float* acc) const {
+  float_axpy_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), w, acc);
 }
 
 }  // namespace vq::store
