@@ -27,11 +27,11 @@ class RowSource {
   virtual void read(int64_t first, int64_t n, float* out) const = 0;
   /// out[i] = row (first + i) . q for i in [0, n) (q: dim() floats). A row's value depends only
   /// on its stored form and q, never on first / n. Default: read() kReadBlock rows at a time into
-  /// per-thread scratch, then each dot product summed over d in order.
+  /// per-thread scratch, then the fp32 row kernel (src/store/row_kernels.hpp).
   virtual void dot(int64_t first, int64_t n, const float* q, float* out) const;
   /// acc[d] += sum_i w[i] * row (first + i)[d] for d in [0, dim()), the rows added one after the
   /// other in order (so consecutive calls over [a, b) then [b, c) equal one call over [a, c)).
-  /// Default: read() into per-thread scratch, then acc[d] += w[i] * row[d] row by row.
+  /// Default: read() into per-thread scratch, then the fp32 row kernel.
   virtual void accumulate(int64_t first, int64_t n, const float* w, float* acc) const;
 };
 

@@ -161,11 +161,9 @@ struct Engine::Impl {
     }
     for (int64_t g = 0; g < G; ++g) {
       float* sc = scores.data() + g * m;
-      if (self_k) {
-        float s = 0.0f;
-        for (int64_t d = 0; d < D; ++d) s += self_k[d] * qr[g * D + d];
-        sc[n] = s;
-      }
+      if (self_k)  // the fp32 kernel, as for rows read into scratch
+        store::float_dot_rows(store::FloatRows::F32, reinterpret_cast<const uint8_t*>(self_k),
+                              4 * D, 1, D, qr + g * D, sc + n);
       float mx = sc[0] * scale;
       for (int64_t i = 0; i < m; ++i) {
         sc[i] *= scale;

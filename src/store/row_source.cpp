@@ -1,7 +1,10 @@
 // RowSource's default dot() / accumulate(): through read(), kReadBlock rows at a time, into one
 // per-thread scratch block (bounded: kReadBlock * dim floats, shared by every source on the
-// thread).
+// thread), then the fp32 row kernels (store/row_kernels.hpp) - the same arithmetic the engine
+// applies to rows it reads itself (pre-RoPE keys), so both give the same bits.
 #include "veloxquant/row_source.hpp"
+
+#include "store/row_kernels.hpp"
 
 namespace vq::store {
 
@@ -23,12 +26,7 @@ void RowSource::dot(int64_t first, int64_t n, const float* q, float* out) const 
   for (int64_t b = 0; b < n; b += kReadBlock) {
     const int64_t m = std::min(kReadBlock, n - b);
     read(first + b, m, buf);
-    for (int64_t i = 0; i < m; ++i) {
-      const float* r = buf + i * D;
-      float s = 0.0f;
-      for (int64_t d = 0; d < D; ++d) s += r[d] * q[d];
-      out[b + i] = s;
-    }
+    float_dot_rows(FloatRows::F32, reinterpret_cast<const uint8_t*>(buf), 4 * D, m, D, q, out + b);
   }
 }
 
@@ -39,11 +37,7 @@ void RowSource::accumulate(int64_t first, int64_t n, const float* w, float* acc)
   for (int64_t b = 0; b < n; b += kReadBlock) {
     const int64_t m = std::min(kReadBlock, n - b);
     read(first + b, m, buf);
-    for (int64_t i = 0; i < m; ++i) {
-      const float wi = w[b + i];
-      const float* r = buf + i * D;
-      for (int64_t d = 0; d < D; ++d) acc[d] += wi * r[d];
-    }
+    float_axpy_rows(FloatRows::F32, reinterpret_cast<const uint8_t*>(buf), 4 * D, m, D, w + b, acc);
   }
 }
 

@@ -278,6 +278,48 @@ TEST(AttentionKernels, QuantQueryCodecRoundsTheQueryLikeLlamaCpp) {
     }
 }
 
+// KIVI on its packed codes: dot_rows / axpy_rows against the base class's twin (decode into
+// scratch, then the fp32 kernel) and dequantize-then-attend, keys (per-channel parameters of the
+// chunk) and values (per-token groups, a partial last group included).
+TEST(AttentionKernels, KiviOnPackedCodesMatchesDequantizeThenAttend) {
+  for (int bits : {2, 4})
+    for (int64_t D : {int64_t{48}, int64_t{64}, int64_t{13}})
+      for (bool keys : {true, false}) {
+        SCOPED_TRACE("bits=" + std::to_string(bits) + " D=" + std::to_string(D) +
+                     (keys ? " keys" : " values"));
+        const int64_t n = 11, group = 32;
+        vq::codecs::KiviCodec c(D, keys, bits, group, 0);
+        const auto x = randn(n * D, 61 + D, 1.3);
+        const auto q = randn(D, 62), w = randn(n, 63, 0.2);
+        std::vector<uint8_t> params(static_cast<size_t>(c.chunk_param_bytes(n)) + 1),
+            codes(static_cast<size_t>(n * c.row_bytes()) + 1);
+        // one byte in: codes and parameters at odd addresses
+        c.encode(x.data(), n, params.data() + 1, codes.data() + 1);
+        std::vector<float> dec(static_cast<size_t>(n * D));
+        c.decode(params.data() + 1, codes.data() + 1, n, dec.data());
+        std::vector<double> want, mag;
+        exact_dot(dec, n, D, q.data(), want, mag);
+        std::vector<float> got(static_cast<size_t>(n)), twin(got.size());
+        c.dot_rows(params.data() + 1, codes.data() + 1, n, q.data(), got.data());
+        c.RowCodec::dot_rows(params.data() + 1, codes.data() + 1, n, q.data(), twin.data());
+        expect_close(twin.data(), want, mag, D, "decode-then-dot twin");
+        // The folded sums split each value into min + code * scale (|both| <= 3 max|x|), so their
+        // rounding is bounded by those terms rather than by |x_c q_c|.
+        double xmax = 0, qabs = 0;
+        for (float v : dec) xmax = std::max(xmax, std::fabs(static_cast<double>(v)));
+        for (float v : q) qabs += std::fabs(static_cast<double>(v));
+        const std::vector<double> split_mag(static_cast<size_t>(n), 3.0 * xmax * qabs);
+        expect_close(got.data(), want, split_mag, 2 * D, "kivi dot");
+        const std::vector<float> acc0(static_cast<size_t>(D), -0.5f);
+        exact_axpy(dec, n, D, w.data(), acc0, want, mag);
+        std::vector<float> acc = acc0, acc_twin = acc0;
+        c.axpy_rows(params.data() + 1, codes.data() + 1, n, w.data(), acc.data());
+        c.RowCodec::axpy_rows(params.data() + 1, codes.data() + 1, n, w.data(), acc_twin.data());
+        expect_close(acc.data(), want, mag, n + 2, "kivi axpy");
+        expect_close(acc_twin.data(), want, mag, n + 1, "twin axpy");
+      }
+}
+
 // ---- the store: RowSource::dot / accumulate on every kind of row placement
 
 struct StoreCase {
@@ -300,7 +342,7 @@ std::vector<StoreCase> store_cases(int64_t D) {
          return std::make_unique<codecs::GgmlCodec>(GgmlType::Q4_0, D, 8, false, kv == 0);
        }},
       // chunked: chunks of 8 rows, 5 recent rows at fp16 in the window (runs of both kinds)
-      {"kivi (chunked, default kernels)",
+      {"kivi (chunked)",
        [D](int kv) { return std::make_unique<codecs::KiviCodec>(D, kv == 0, 2, 8, 5); }},
       {"fp16 chunked", [D](int) { return std::make_unique<store::Fp16Codec>(D, 8, 5); }},
   };
