@@ -4,6 +4,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 bash scripts/install_deps.sh
+echo "== clang-format --dry-run -Werror"
+bash scripts/check_format.sh
 BUILD="${VQ_BUILD_DIR:-build-test}"
 JOBS="${VQ_JOBS:-$(nproc)}"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVQ_WERROR=ON

@@ -8,6 +8,8 @@
 //   5. over budget, evict the lowest score outside the first n_sink positions.
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
@@ -28,7 +30,8 @@ class CurDKVCache final : public eviction::EvictionCache {
         mean_score_(c.get_string("score") == "mean"),
         use_queries_(c.get_string("query") == "true"),
         reference_(c.get_string("solver") == "reference"),
-        tracked_(c.get_string("solver") == "fast") {}
+        solver_(c.get_string("solver") == "fast" ? eviction::LeverageSolver::one_iteration
+                                                 : eviction::LeverageSolver::converged) {}
 
  protected:
   void on_token(eviction::HeadState& st, const float* k, const float* v,
@@ -50,7 +53,7 @@ class CurDKVCache final : public eviction::EvictionCache {
       if (victim >= 0) {
         const int64_t last = st.n - 1;
         remove_slot(st, victim);  // the last row moves into the victim's slot
-        if (tracked_ && !reference_) trackers_[head_index(st)].row_moved(last, victim);
+        if (fast_path()) trackers_[head_index(st)].row_moved(last, victim);
       }
     }
   }
@@ -58,9 +61,8 @@ class CurDKVCache final : public eviction::EvictionCache {
  protected:
   void on_shape_known(int64_t B, int64_t H) override {
     EvictionCache::on_shape_known(B, H);
-    trackers_.assign(static_cast<size_t>(B * H), SubspaceLeverage{});
+    trackers_.assign(static_cast<size_t>(B * H), SubspaceLeverage(solver_));
     generation_.assign(static_cast<size_t>(B * H), 0);
-    for (auto& t : trackers_) t.tracked = tracked_;
   }
 
  private:
@@ -91,22 +93,23 @@ class CurDKVCache final : public eviction::EvictionCache {
       lev.invalidate();
       generation_[head_index(st)] = st.kv.generation();
     }
+    std::optional<SubspaceLeverage::Block> block;  // the scored block; it seeds the newcomer
     if (had_stored) {
-      if (tracked_) {  // the tracker works on W = a ⊙ V without forming it, reusing V Q per slot
+      if (fast_path()) {  // the tracker works on W = a ⊙ V without forming it, reusing V Q per slot
         const int64_t n0 = st.n;
         attn_.resize(static_cast<size_t>(n0));
         tmp_.resize(static_cast<size_t>(n0));
         lev_.resize(static_cast<size_t>(n0));
         eviction::driving_attention(keys(st), n0, k, q, use_queries_, attn_.data(), tmp_.data());
-        lev.stored_scaled(values(st), attn_.data(), n0, rank_cap_, lev_.data());
+        block = lev.stored_scaled(values(st), attn_.data(), n0, rank_cap_, lev_.data());
       } else {
         weighted_block(st, st.n, k, q);
-        lev.stored(W_, st.n, rank_cap_, lev_.data());
+        block = lev.stored(W_, st.n, rank_cap_, lev_.data());
       }
       accumulate(st);
     }
     const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
-    if (tracked_) lev.row_replaced(slot);
+    if (fast_path()) lev.row_replaced(slot);
     const int64_t n = st.n;
     // The proxy (or a single query head) gives a'_i = (1 - a'_new) a_i for the old rows.
     const bool proportional = had_stored && (!use_queries_ || q.G <= 1);
@@ -122,7 +125,7 @@ class CurDKVCache final : public eviction::EvictionCache {
       wnew_.resize(D);
       for (int64_t d = 0; d < D; ++d)
         wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
-      seed = lev.seed_scaled(1.0 - a_new, wnew_.data(), D, rank_cap_);
+      seed = std::move(*block).seed_scaled(1.0 - a_new, wnew_.data(), D);
     } else {
       weighted_block(st, n, k, q);
       seed = lev.last_row(W_, n, rank_cap_);
@@ -158,7 +161,11 @@ class CurDKVCache final : public eviction::EvictionCache {
   bool mean_score_;
   bool use_queries_;
   bool reference_;
-  bool tracked_;
+  eviction::LeverageSolver solver_;
+  // solver=fast: the one-iteration tracker on the stored values, told about every slot change
+  bool fast_path() const {
+    return !reference_ && solver_ == eviction::LeverageSolver::one_iteration;
+  }
   std::vector<double> attn_, tmp_, lev_;
   Eigen::VectorXd wnew_;
   std::vector<SubspaceLeverage> trackers_;

@@ -71,7 +71,7 @@ void leverage_fast(const double* W, int64_t n, int64_t D, int64_t rank_cap, doub
 namespace vq::eviction {
 
 void SubspaceLeverage::track(int64_t D, int64_t r) {
-  const int64_t k = std::min<int64_t>(D, r + oversample);
+  const int64_t k = std::min<int64_t>(D, r + limits_.oversample);
   auto Gs = G_.selfadjointView<Eigen::Lower>();
   if (Q_.rows() != D || Q_.cols() != k) {  // cold start: one exact eigensolve
     Eigen::MatrixXd full = Gs;
@@ -80,7 +80,7 @@ void SubspaceLeverage::track(int64_t D, int64_t r) {
     ++fallbacks_;
     return;
   }
-  for (int64_t it = 0; it < max_iterations; ++it) {
+  for (int64_t it = 0; it < limits_.max_iterations; ++it) {
     ++iterations_;
     Z_.noalias() = Gs * Q_;              // D x k
     T_.noalias() = Q_.transpose() * Z_;  // k x k Rayleigh quotient
@@ -94,7 +94,7 @@ void SubspaceLeverage::track(int64_t D, int64_t r) {
     double worst = 0;
     for (int64_t j = 0; j < r; ++j)
       worst = std::max(worst, (Z_.col(j) - theta(j) * Q_.col(j)).norm());
-    if (worst <= tol * scale) return;
+    if (worst <= limits_.tol * scale) return;
     // next iterate: orthonormal basis of G Q
     Eigen::HouseholderQR<Eigen::MatrixXd> qr(Z_);
     Q_ = qr.householderQ() * Eigen::MatrixXd::Identity(D, k);
@@ -106,15 +106,16 @@ void SubspaceLeverage::track(int64_t D, int64_t r) {
   ++fallbacks_;
 }
 
-void SubspaceLeverage::stored(const RowMatD& W, int64_t n, int64_t rank_cap, double* out) {
+SubspaceLeverage::Block SubspaceLeverage::stored(const RowMatD& W, int64_t n, int64_t rank_cap,
+                                                 double* out) {
   const int64_t D = W.cols();
-  if (tracked) {  // one code path for tracked mode: the fp32 block
+  if (one_iteration()) {  // one code path for the one-iteration solver: the fp32 block
     if (n > 0) block(n, D).topRows(n) = W.topRows(n).cast<float>();
     stored_block(n, rank_cap, out);
-    return;
+    return issue(rank_cap);
   }
   n_prev_ = n;
-  if (n <= 0) return;
+  if (n <= 0) return issue(rank_cap);
   auto Wn = W.topRows(n);
   Eigen::Map<Eigen::VectorXd> l(out, n);
   const int64_t r = std::min<int64_t>({rank_cap, n, D});
@@ -136,18 +137,28 @@ void SubspaceLeverage::stored(const RowMatD& W, int64_t n, int64_t rank_cap, dou
     } else {
       G_.resize(0, 0);
     }
-    return;
+    return issue(rank_cap);
   }
   G_.setZero(D, D);
   G_.selfadjointView<Eigen::Lower>().rankUpdate(Wn.transpose());
   trace_prev_ = G_.diagonal().sum();
   if (!(trace_prev_ > 0)) {
     l.setZero();
-    return;
+    return issue(rank_cap);
   }
   track(D, r);
   if (tmp_.size() < n) tmp_.resize(std::max<int64_t>(n, 2 * tmp_.size()));
   l = (Wn * Q_.leftCols(r)).rowwise().squaredNorm() / trace_prev_;
+  return issue(rank_cap);
+}
+
+double SubspaceLeverage::Block::seed_scaled(double c, const double* w_new, int64_t D) && {
+  VQ_CHECK(owner_ != nullptr && call_ == owner_->calls_, Error,
+           "SubspaceLeverage: a Block was used after a newer scoring call (or twice)");
+  SubspaceLeverage& t = *owner_;
+  ++t.calls_;  // a Block seeds once
+  owner_ = nullptr;
+  return t.seed_scaled(c, w_new, D, rank_cap_);
 }
 
 double SubspaceLeverage::seed_scaled(double c, const double* w_new, int64_t D, int64_t rank_cap) {
@@ -158,7 +169,7 @@ double SubspaceLeverage::seed_scaled(double c, const double* w_new, int64_t D, i
   if (!(total > 0)) return 0.0;
   const int64_t r = std::min<int64_t>({rank_cap, n, D});
   if (r == std::min(n, D)) return wn2 / total;
-  if (tracked && block_ready_) return seed_tracked(c, w_new, D, r);
+  if (one_iteration() && block_ready_) return seed_tracked(c, w_new, D, r);
   VQ_CHECK(G_.rows() == D, Error, "SubspaceLeverage::seed_scaled without a preceding stored()");
   G_ *= c * c;
   G_.selfadjointView<Eigen::Lower>().rankUpdate(w);
@@ -167,6 +178,7 @@ double SubspaceLeverage::seed_scaled(double c, const double* w_new, int64_t D, i
 }
 
 double SubspaceLeverage::last_row(const RowMatD& W, int64_t n, int64_t rank_cap) {
+  ++calls_;  // the Gram matrix is rebuilt below: earlier Blocks no longer describe it
   const int64_t D = W.cols();
   auto Wn = W.topRows(n);
   const double total = Wn.squaredNorm();
@@ -394,8 +406,17 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
 
 }  // namespace
 
-void SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a, int64_t n,
-                                     int64_t rank_cap, double* out) {
+SubspaceLeverage::Block SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a,
+                                                        int64_t n, int64_t rank_cap, double* out) {
+  VQ_CHECK(one_iteration(), Error,
+           "SubspaceLeverage::stored_scaled needs the one-iteration solver (the converged one "
+           "scores a formed block with stored())");
+  score_scaled(V, a, n, rank_cap, out);
+  return issue(rank_cap);
+}
+
+void SubspaceLeverage::score_scaled(const store::RowSource& V, const double* a, int64_t n,
+                                    int64_t rank_cap, double* out) {
   const int64_t D = V.dim();
   n_prev_ = n;
   block_ready_ = false;

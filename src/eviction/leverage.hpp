@@ -37,38 +37,73 @@ namespace vq::eviction {
 /// When r = min(n, D) no subspace is needed (closed form ||w_i||^2 / ||W||_F^2).
 /// The seeding step reuses G: with the key-as-query proxy the enlarged block is [c W; w_new]
 /// with c = 1 - a'_new, so G' = c^2 G + w_new w_new^T (O(D^2) instead of another pass over W).
+/// How SubspaceLeverage finds the top-r subspace; fixed for a tracker's life.
+enum class LeverageSolver {
+  /// Iterate to the residual tolerance (agrees with the SVD oracle to ~1e-9).
+  converged,
+  /// One warm-started subspace iteration per call straight on W (no Gram matrix; 3 n D r
+  /// multiply-adds, 2 through stored_scaled) and a Rayleigh-Ritz seed in span(Q, w_new)
+  /// (O(n D)). The subspace lags the exact one by what one iteration cannot absorb; tests bound
+  /// the gap. Works in fp32 (the products dominate; scores keep ~1e-6 relative accuracy).
+  one_iteration,
+};
+
+/// Tolerances of the converged solver.
+struct LeverageLimits {
+  double tol = 1e-10;           ///< stop when every kept Ritz residual <= tol * theta_1
+  int64_t max_iterations = 60;  ///< then fall back to a full eigensolve
+  int64_t oversample = 8;       ///< extra subspace columns beyond r
+};
+
 class SubspaceLeverage {
  public:
   using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+  explicit SubspaceLeverage(LeverageSolver solver = LeverageSolver::converged,
+                            LeverageLimits limits = {})
+      : solver_(solver), limits_(limits) {}
+  LeverageSolver solver() const { return solver_; }
+
+  /// What a scoring call leaves behind for the newcomer's seed. The call order of a decode step
+  /// is in the types: stored() / stored_scaled() score the kept block and return a Block; only a
+  /// Block can seed the newcomer (`std::move(block).seed_scaled(...)`, once), and it must be
+  /// used before the tracker's next scoring call (a newer call invalidates older Blocks: seeding
+  /// from one throws). Between stored_scaled() and the seed, rows [0, n) of its V must not
+  /// change (appending row n is fine).
+  class Block {
+   public:
+    /// Leverage of w_new (D values) in the enlarged block [c * W; w_new], W the scored block.
+    /// Exact rank-one update of that call's Gram matrix (converged solver), or a Rayleigh-Ritz
+    /// step in span(Q, w_new) (one-iteration solver).
+    double seed_scaled(double c, const double* w_new, int64_t D) &&;
+
+   private:
+    friend class SubspaceLeverage;
+    Block(SubspaceLeverage* owner, uint64_t call, int64_t rank_cap)
+        : owner_(owner), call_(call), rank_cap_(rank_cap) {}
+    SubspaceLeverage* owner_;
+    uint64_t call_;
+    int64_t rank_cap_;
+  };
+
   /// Leverage of rows [0, n) of W (Eigen-owned, >= n rows, D columns) into out[n].
-  void stored(const RowMatD& W, int64_t n, int64_t rank_cap, double* out);
-  /// Tracked mode without a double copy of W: fill rows [0, n) of block(n, D) with W in fp32,
-  /// then call stored_block(). Equivalent to stored() in tracked mode.
-  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& block(int64_t n,
-                                                                               int64_t D);
-  void stored_block(int64_t n, int64_t rank_cap, double* out);
-  /// Tracked mode, CurDKV's decode path: the block is W = diag(a) V[0, n) (a: n weights), never
-  /// formed. Keeps V Q (unscaled) and ||v_i||^2 per slot from the previous call, so the
-  /// iteration's input W Q_prev = diag(a) (V Q_prev) costs O(n k) for the rows that did not
-  /// change instead of an n x D x k product (two such products per call instead of three, both
-  /// on V). The same quantities as block() + stored_block(), up to fp32 rounding. The caller
-  /// reports slot changes of V between calls with row_replaced() / row_moved(); any other
-  /// change needs invalidate().
-  /// The following seed_scaled() reads rows [0, n) of the same V object (they must not change
-  /// in between; appending row n is fine).
-  void stored_scaled(const store::RowSource& V, const double* a, int64_t n, int64_t rank_cap,
-                     double* out);
+  [[nodiscard]] Block stored(const RowMatD& W, int64_t n, int64_t rank_cap, double* out);
+  /// CurDKV's decode path: the block is W = diag(a) V[0, n) (a: n weights), never formed. With
+  /// the one-iteration solver it keeps V Q (unscaled) and ||v_i||^2 per slot from the previous
+  /// call, so the iteration's input W Q_prev = diag(a) (V Q_prev) costs O(n k) for the rows that
+  /// did not change instead of an n x D x k product. Same quantities as stored() on the formed
+  /// block, up to fp32 rounding. Slot contract: between calls the caller reports every change of
+  /// V's rows with row_replaced() / row_moved(); any other change needs invalidate().
+  [[nodiscard]] Block stored_scaled(const store::RowSource& V, const double* a, int64_t n,
+                                    int64_t rank_cap, double* out);
   /// Row i of V now holds new data (stored_scaled recomputes its V Q row).
   void row_replaced(int64_t i);
   /// Row `from` of V moved to slot `to` (the old contents of `to` are gone).
   void row_moved(int64_t from, int64_t to);
   /// Forget the cached V Q and row norms entirely.
   void invalidate() { vq_ok_ = false; }
-  /// Leverage of w_new in [c * W_prev; w_new] where W_prev is the block of the last stored()
-  /// call (n_prev rows). Exact rank-one update of that call's Gram matrix.
-  double seed_scaled(double c, const double* w_new, int64_t D, int64_t rank_cap);
-  /// Leverage of row n-1 of W[0, n) (general case: the Gram matrix is rebuilt).
+  /// Leverage of row n-1 of W[0, n) (general case: the Gram matrix is rebuilt). Needs no prior
+  /// call; invalidates outstanding Blocks.
   double last_row(const RowMatD& W, int64_t n, int64_t rank_cap);
 
   /// Bytes the tracker holds (Gram matrix, subspace, per-slot V Q projections, scratch).
@@ -79,24 +114,27 @@ class SubspaceLeverage {
     return fallbacks_;
   }  ///< full eigensolves (cold start/no convergence)
 
-  /// false (solver=exact): iterate to the residual tolerance (agrees with the SVD oracle to ~1e-9).
-  /// true (solver=fast): one warm-started subspace iteration per call straight on W (no Gram
-  /// matrix; 3 n D r multiply-adds, 2 through stored_scaled) and a Rayleigh-Ritz seed in
-  /// span(Q, w_new) (O(n D)). The
-  /// subspace then lags the exact one by what one iteration cannot absorb; tests bound the gap.
-  bool tracked = false;
-  double tol = 1e-10;
-  int64_t max_iterations = 60;
-  int64_t oversample = 8;
-
  private:
+  bool one_iteration() const { return solver_ == LeverageSolver::one_iteration; }
+  double seed_scaled(double c, const double* w_new, int64_t D, int64_t rank_cap);
+  // fp32 block for the one-iteration solver: rows [0, n) of block(n, D) hold W, then
+  // stored_block() scores them
+  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& block(int64_t n,
+                                                                               int64_t D);
+  void stored_block(int64_t n, int64_t rank_cap, double* out);
+  void score_scaled(const store::RowSource& V, const double* a, int64_t n, int64_t rank_cap,
+                    double* out);
+  Block issue(int64_t rank_cap) { return Block(this, ++calls_, rank_cap); }
+
+  LeverageSolver solver_;
+  LeverageLimits limits_;
+  uint64_t calls_ = 0;  // scoring calls so far; a Block seeds only from the latest
   // Makes Q_ span the top eigenspace of G_ (D x D, lower triangle valid); returns columns kept.
   void track(int64_t D, int64_t r);
 
   double seed_tracked(double c, const double* w_new, int64_t D, int64_t r);
 
   Eigen::MatrixXd G_, Q_, Z_, T_;
-  // tracked mode works in fp32 (the products dominate; scores keep ~1e-6 relative accuracy)
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Wf_;
   Eigen::MatrixXf Qf_, Pf_, Yf_;
   // stored_scaled's buffers, row-major with kp_ = k rounded up to 16 columns (zero padding):

@@ -17,9 +17,6 @@
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 namespace vq {
 
 const char* vqkv_layout_name(VqkvLayout l) {
@@ -79,10 +76,6 @@ NpyArray VqkvArray::to_npy() const {
 }
 
 namespace vqkv {
-
-uint64_t xxh64(const void* data, size_t size) {
-  return XXH64(data, size, 0);
-}
 
 namespace {
 

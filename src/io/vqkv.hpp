@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "coding/checksum.hpp"
 #include "veloxquant/vqkv.hpp"
 
 namespace vq::vqkv {
@@ -44,7 +45,7 @@ enum FieldOffset : size_t {
 };
 
 /// XXH64 with seed 0 (the checksum of every section and of the header).
-uint64_t xxh64(const void* data, size_t size);
+using coding::xxh64;
 
 /// Byte offset of the header checksum (= end of the section table) in a file with this spec
 /// length and section count.

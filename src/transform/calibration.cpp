@@ -14,8 +14,8 @@
 #include <mutex>
 
 #include "coding/byte_io.hpp"
+#include "coding/checksum.hpp"
 #include "coding/quantizer.hpp"
-#include "io/vqkv.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq {
@@ -183,7 +183,7 @@ std::vector<uint8_t> Calibration::serialize() const {
     for (size_t j = 0; j < D; ++j)
       coding::put_f32(out, e.range_hi.data() + j * kCalibWidths + 1, kCalibWidths - 1);
   }
-  put_u64(out, vqkv::xxh64(out.data(), out.size()));
+  put_u64(out, coding::xxh64(out.data(), out.size()));
   return out;
 }
 
@@ -213,7 +213,7 @@ Calibration Calibration::parse(const uint8_t* data, size_t size) {
            " bytes is shorter than the version ", version, " fixed header and checksum (",
            fixed + 8, " bytes; truncated)");
   const uint64_t stored = get_u64(data + size - 8);
-  const uint64_t actual = vqkv::xxh64(data, size - 8);
+  const uint64_t actual = coding::xxh64(data, size - 8);
   VQ_CHECK(stored == actual, FormatError, "calibration file: checksum mismatch (stored ", stored,
            ", computed ", actual, "): the file is corrupt or truncated");
   const uint16_t flags = static_cast<uint16_t>(data[10] | (data[11] << 8));
@@ -495,7 +495,7 @@ class CaptureCache final : public Fp32RowsCache {
 
 uint64_t model_digest(const std::string& checkpoint_path) {
   const std::vector<uint8_t> b = read_file_bytes(checkpoint_path);
-  return vqkv::xxh64(b.data(), b.size());
+  return coding::xxh64(b.data(), b.size());
 }
 
 int64_t min_calibration_tokens(int64_t head_dim, int64_t chunk_tokens) {

@@ -273,8 +273,7 @@ TEST(Curdkv, FastSolverTracksTheOracleWhenTheRankCapTruncates) {
   // Per-step scores on one block: fp32 subspace after warm-up vs the oracle.
   vq::Rng rng(3);
   const int64_t n = 64, D = 32, r = 8;
-  vq::eviction::SubspaceLeverage tracker;
-  tracker.tracked = true;
+  vq::eviction::SubspaceLeverage tracker(vq::eviction::LeverageSolver::one_iteration);
   vq::eviction::RowMatD W(n, D);
   std::vector<double> got(static_cast<size_t>(n)), want(static_cast<size_t>(n));
   double worst = 0;
@@ -283,7 +282,7 @@ TEST(Curdkv, FastSolverTracksTheOracleWhenTheRankCapTruncates) {
       for (int64_t d = 0; d < D; ++d)
         W(i, d) = step == 0 ? rng.normal() / (1.0 + 0.3 * static_cast<double>(d))
                             : W(i, d) * (1.0 + 0.01 * rng.normal());
-    tracker.stored(W, n, r, got.data());
+    (void)tracker.stored(W, n, r, got.data());
     vq::eviction::leverage_reference(W.data(), n, D, r, want.data());
     for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
   }

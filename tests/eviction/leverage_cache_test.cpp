@@ -6,6 +6,7 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -26,8 +27,8 @@ TEST(LeverageCache, SlotBookkeepingGivesTheSameScoresAsRecomputing) {
   const int64_t n = 40, D = 32, rank_cap = 4;
   RowMatF V(n + 1, D);
   for (int64_t i = 0; i <= n; ++i) fill_row(V, i, rng);
-  SubspaceLeverage cached, fresh, uninformed;
-  for (auto* t : {&cached, &fresh, &uninformed}) t->tracked = true;
+  const auto solver = vq::eviction::LeverageSolver::one_iteration;
+  SubspaceLeverage cached(solver), fresh(solver), uninformed(solver);
   std::vector<double> a(static_cast<size_t>(n)), lc(a.size()), lf(a.size()), lu(a.size());
   Eigen::VectorXd w(D);
   int64_t uninformed_differs = 0;
@@ -37,18 +38,18 @@ TEST(LeverageCache, SlotBookkeepingGivesTheSameScoresAsRecomputing) {
     for (auto& x : a) x /= sum;
     fresh.invalidate();
     const vq::store::Fp32Rows Vs(V.data(), n, D);
-    cached.stored_scaled(Vs, a.data(), n, rank_cap, lc.data());
-    fresh.stored_scaled(Vs, a.data(), n, rank_cap, lf.data());
-    uninformed.stored_scaled(Vs, a.data(), n, rank_cap, lu.data());
+    auto bc = cached.stored_scaled(Vs, a.data(), n, rank_cap, lc.data());
+    auto bf = fresh.stored_scaled(Vs, a.data(), n, rank_cap, lf.data());
+    auto bu = uninformed.stored_scaled(Vs, a.data(), n, rank_cap, lu.data());
     for (size_t i = 0; i < lc.size(); ++i) {
       ASSERT_EQ(lc[i], lf[i]) << "step " << step << " row " << i;
     }
     uninformed_differs += lu != lf;
     // the newcomer's seed reads the same V rows
     for (int64_t d = 0; d < D; ++d) w(d) = 0.1 * V(n, d);
-    const double sc = cached.seed_scaled(0.9, w.data(), D, rank_cap);
-    ASSERT_EQ(sc, fresh.seed_scaled(0.9, w.data(), D, rank_cap)) << "step " << step;
-    uninformed.seed_scaled(0.9, w.data(), D, rank_cap);
+    const double sc = std::move(bc).seed_scaled(0.9, w.data(), D);
+    ASSERT_EQ(sc, std::move(bf).seed_scaled(0.9, w.data(), D)) << "step " << step;
+    (void)std::move(bu).seed_scaled(0.9, w.data(), D);
     // CurDKV's slot changes: append at slot n, then the last row moves into an evicted slot
     fill_row(V, n, rng);
     const int64_t victim = static_cast<int64_t>(rng.below(static_cast<uint32_t>(n)));
@@ -71,3 +72,33 @@ TEST(LeverageCache, SlotBookkeepingGivesTheSameScoresAsRecomputing) {
 }
 
 }  // namespace
+
+TEST(LeverageCache, ABlockSeedsOnceAndOnlyFromTheLatestCall) {
+  // The decode step's order (score the kept block, then seed the newcomer from it) is carried
+  // by SubspaceLeverage::Block: a stale or reused Block is refused instead of seeding from a
+  // Gram matrix that no longer describes it.
+  vq::Rng rng(4);
+  const int64_t n = 24, D = 16, rank_cap = 3;
+  for (auto solver :
+       {vq::eviction::LeverageSolver::converged, vq::eviction::LeverageSolver::one_iteration}) {
+    SubspaceLeverage t(solver);
+    vq::eviction::SubspaceLeverage::RowMatD W(n, D);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t d = 0; d < D; ++d) W(i, d) = rng.normal();
+    std::vector<double> out(static_cast<size_t>(n));
+    std::vector<double> w(static_cast<size_t>(D), 0.5);
+    auto first = t.stored(W, n, rank_cap, out.data());
+    auto second = t.stored(W, n, rank_cap, out.data());
+    EXPECT_THROW((void)std::move(first).seed_scaled(0.9, w.data(), D), vq::Error);
+    const double s = std::move(second).seed_scaled(0.9, w.data(), D);
+    EXPECT_GE(s, 0.0);
+    EXPECT_LE(s, 1.0);
+    EXPECT_THROW((void)std::move(second).seed_scaled(0.9, w.data(), D), vq::Error);
+  }
+  // stored_scaled is the one-iteration solver's path only.
+  SubspaceLeverage converged;
+  std::vector<float> V(static_cast<size_t>(n * D), 1.0f);
+  std::vector<double> a(static_cast<size_t>(n), 1.0 / n), out(static_cast<size_t>(n));
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  EXPECT_THROW((void)converged.stored_scaled(Vs, a.data(), n, rank_cap, out.data()), vq::Error);
+}
