@@ -94,38 +94,40 @@ inline float fast_scale(const uint8_t* b) {
 }
 
 // The codes of one block as int8 in value order: v[0] holds values 0..15 (block 8: 0..7 in its
-// low half), v[1] values 16..31 (block 32 only). Returns the number of 8-value pieces.
-inline int block_i8(GgmlType t, int64_t B, const uint8_t* blk, __m128i v[2]) {
+// low half), v[1] values 16..31 (block 32 only).
+template <GgmlType T, int B>
+inline void block_i8(const uint8_t* blk, __m128i v[2]) {
   const uint8_t* c = blk + 2;
-  if (t == GgmlType::Q8_0) {
-    if (B == 8) {
+  if constexpr (T == GgmlType::Q8_0) {
+    if constexpr (B == 8) {
       v[0] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
-      return 1;
+    } else {
+      v[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
+      if constexpr (B == 32) v[1] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16));
     }
-    v[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
-    if (B == 32) v[1] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16));
-    return static_cast<int>(B / 8);
-  }
-  const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  __m128i x;
-  if (B == 32) {
-    x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
-  } else if (B == 16) {
-    x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
   } else {
-    int32_t u;
-    std::memcpy(&u, c, 4);
-    x = _mm_cvtsi32_si128(u);
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    __m128i x;
+    if constexpr (B == 32) {
+      x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
+    } else if constexpr (B == 16) {
+      x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
+    } else {
+      int32_t u;
+      std::memcpy(&u, c, 4);
+      x = _mm_cvtsi32_si128(u);
+    }
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), eight);
+    if constexpr (B == 32) {
+      v[0] = lo;
+      v[1] = hi;
+    } else if constexpr (B == 16) {
+      v[0] = _mm_unpacklo_epi64(lo, hi);
+    } else {
+      v[0] = _mm_unpacklo_epi32(lo, hi);
+    }
   }
-  const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), eight);
-  const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), eight);
-  if (B == 32) {
-    v[0] = lo;
-    v[1] = hi;
-    return 4;
-  }
-  v[0] = B == 16 ? _mm_unpacklo_epi64(lo, hi) : _mm_unpacklo_epi32(lo, hi);
-  return static_cast<int>(B / 8);
 }
 
 // 8-value piece k (values 8k..8k+7) of a block decoded by block_i8, as floats.
@@ -147,28 +149,49 @@ inline __m256i madd16(__m128i a, __m128i b) {
   return _mm256_madd_epi16(_mm256_cvtepi8_epi16(a), _mm256_cvtepi8_epi16(b));
 }
 
-bool fast_block(int64_t B) {
-  return B == 8 || B == 16 || B == 32;
+template <GgmlType T, int B>
+struct Format {
+  static constexpr GgmlType type = T;
+  static constexpr int block = B;
+};
+
+// Calls f(Format<t, block>{}) for the formats the vector kernels cover; false for others.
+template <typename F>
+bool with_format(GgmlType t, int64_t block, F&& f) {
+  const bool q8 = t == GgmlType::Q8_0;
+  switch (block) {
+    case 32:
+      q8 ? f(Format<GgmlType::Q8_0, 32>{}) : f(Format<GgmlType::Q4_0, 32>{});
+      return true;
+    case 16:
+      q8 ? f(Format<GgmlType::Q8_0, 16>{}) : f(Format<GgmlType::Q4_0, 16>{});
+      return true;
+    case 8:
+      q8 ? f(Format<GgmlType::Q8_0, 8>{}) : f(Format<GgmlType::Q4_0, 8>{});
+      return true;
+    default:
+      return false;
+  }
 }
 
-}  // namespace
-
-void ggml_dot_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
-                   int64_t D, const float* q, float* out) {
-  if (!fast_block(block)) return ggml_dot_rows_ref(t, block, rows, stride, n, D, q, out);
-  const int64_t bb = ggml_block_bytes(t, block), nb = D / block;
+template <GgmlType T, int B>
+void dot_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* q,
+              float* out) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
+  constexpr int pieces = B / 8;
+  const int64_t nb = D / B;
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* r = rows + i * stride;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = r + b * bb;
-      const float* x = q + b * block;
+      const float* x = q + b * B;
       __m128i v[2];
-      const int pieces = block_i8(t, block, blk, v);
+      block_i8<T, B>(blk, v);
       __m256 s = _mm256_mul_ps(piece_f32(v, 0), _mm256_loadu_ps(x));
       for (int k = 1; k < pieces; ++k)
         s = _mm256_fmadd_ps(piece_f32(v, k), _mm256_loadu_ps(x + 8 * k), s);
-      // alternate accumulators by block parity (fixed by D and block)
+      // even and odd blocks in two accumulators (an order fixed by D and the block size)
       if (b & 1)
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fast_scale(blk)), s, acc1);
       else
@@ -178,11 +201,11 @@ void ggml_dot_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t strid
   }
 }
 
-void ggml_dot_rows_q8(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
-                      int64_t D, const uint8_t* q8, float* out) {
-  if (!fast_block(block)) return ggml_dot_rows_q8_ref(t, block, rows, stride, n, D, q8, out);
-  const int64_t bb = ggml_block_bytes(t, block), qb = ggml_block_bytes(GgmlType::Q8_0, block);
-  const int64_t nb = D / block;
+template <GgmlType T, int B>
+void dot_q8_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const uint8_t* q8,
+                 float* out) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2), qb = 2 + B;
+  const int64_t nb = D / B;
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* r = rows + i * stride;
     __m256 acc = _mm256_setzero_ps();
@@ -190,15 +213,15 @@ void ggml_dot_rows_q8(GgmlType t, int64_t block, const uint8_t* rows, int64_t st
       const uint8_t* blk = r + b * bb;
       const uint8_t* qblk = q8 + b * qb;
       __m128i v[2], p[2];
-      block_i8(t, block, blk, v);
-      block_i8(GgmlType::Q8_0, block, qblk, p);
+      block_i8<T, B>(blk, v);
+      block_i8<GgmlType::Q8_0, B>(qblk, p);
       __m256i s;
-      if (block == 8) {
+      if constexpr (B == 8) {
         s = _mm256_zextsi128_si256(
             _mm_madd_epi16(_mm_cvtepi8_epi16(v[0]), _mm_cvtepi8_epi16(p[0])));
       } else {
         s = madd16(v[0], p[0]);
-        if (block == 32) s = _mm256_add_epi32(s, madd16(v[1], p[1]));
+        if constexpr (B == 32) s = _mm256_add_epi32(s, madd16(v[1], p[1]));
       }
       const float dd = fast_scale(blk) * fast_scale(qblk);
       acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(s), acc);
@@ -207,23 +230,24 @@ void ggml_dot_rows_q8(GgmlType t, int64_t block, const uint8_t* rows, int64_t st
   }
 }
 
-void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
-                    int64_t D, const float* w, float* acc) {
-  if (!fast_block(block)) return ggml_axpy_rows_ref(t, block, rows, stride, n, D, w, acc);
-  const int64_t bb = ggml_block_bytes(t, block), nb = D / block;
-  const int pieces = static_cast<int>(block / 8);
+// Rows four at a time: each block's slice of acc is loaded once and takes the four rows' terms in
+// row order (one fused multiply-add each), the same bits as one row at a time.
+template <GgmlType T, int B>
+void axpy_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+               float* acc) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
+  constexpr int pieces = B / 8;
+  const int64_t nb = D / B;
   int64_t i = 0;
-  // Rows four at a time: each block's slice of acc is loaded once and takes the four rows' terms
-  // in row order (one fused multiply-add each), the same bits as one row at a time.
   for (; i + 4 <= n; i += 4) {
     for (int64_t b = 0; b < nb; ++b) {
-      float* a = acc + b * block;
-      __m256 s[4];
+      float* a = acc + b * B;
+      __m256 s[pieces];
       for (int k = 0; k < pieces; ++k) s[k] = _mm256_loadu_ps(a + 8 * k);
       for (int64_t r = i; r < i + 4; ++r) {
         const uint8_t* blk = rows + r * stride + b * bb;
         __m128i v[2];
-        block_i8(t, block, blk, v);
+        block_i8<T, B>(blk, v);
         const __m256 wd = _mm256_set1_ps(w[r] * fast_scale(blk));
         for (int k = 0; k < pieces; ++k) s[k] = _mm256_fmadd_ps(wd, piece_f32(v, k), s[k]);
       }
@@ -232,15 +256,41 @@ void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stri
   }
   for (; i < n; ++i)
     for (int64_t b = 0; b < nb; ++b) {
-      float* a = acc + b * block;
+      float* a = acc + b * B;
       const uint8_t* blk = rows + i * stride + b * bb;
       __m128i v[2];
-      block_i8(t, block, blk, v);
+      block_i8<T, B>(blk, v);
       const __m256 wd = _mm256_set1_ps(w[i] * fast_scale(blk));
       for (int k = 0; k < pieces; ++k)
         _mm256_storeu_ps(a + 8 * k,
                          _mm256_fmadd_ps(wd, piece_f32(v, k), _mm256_loadu_ps(a + 8 * k)));
     }
+}
+
+}  // namespace
+
+void ggml_dot_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                   int64_t D, const float* q, float* out) {
+  if (!with_format(t, block, [&](auto f) {
+        dot_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, q, out);
+      }))
+    ggml_dot_rows_ref(t, block, rows, stride, n, D, q, out);
+}
+
+void ggml_dot_rows_q8(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                      int64_t D, const uint8_t* q8, float* out) {
+  if (!with_format(t, block, [&](auto f) {
+        dot_q8_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, q8, out);
+      }))
+    ggml_dot_rows_q8_ref(t, block, rows, stride, n, D, q8, out);
+}
+
+void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                    int64_t D, const float* w, float* acc) {
+  if (!with_format(t, block, [&](auto f) {
+        axpy_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, w, acc);
+      }))
+    ggml_axpy_rows_ref(t, block, rows, stride, n, D, w, acc);
 }
 
 bool ggml_dot_vectorized() {
