@@ -32,39 +32,35 @@ inline uint16_t load_u16(const uint16_t* p) {
   return v;
 }
 
-// One decoded block of rows for the default dot_rows / axpy_rows (per thread, at most
-// kReadBlock rows).
-float* decode_scratch(int64_t n, int64_t dim) {
-  thread_local std::vector<float> buf;
-  const size_t need = static_cast<size_t>(std::min(n, kReadBlock) * dim);
-  if (buf.size() < need) buf.resize(need);
-  return buf.data();
-}
+// The n rows at codes as a RowSource whose read() decodes them: the default dot_rows /
+// axpy_rows are RowSource's defaults over it (decode into per-thread scratch, fp32 kernel).
+class DecodedRows final : public RowSource {
+ public:
+  DecodedRows(const RowCodec& c, const uint8_t* params, const uint8_t* codes, int64_t n)
+      : c_(c), params_(params), codes_(codes), n_(n) {}
+  int64_t rows() const override { return n_; }
+  int64_t dim() const override { return c_.dim(); }
+  void read(int64_t first, int64_t n, float* out) const override {
+    c_.decode(params_, codes_ + first * c_.row_bytes(), n, out);
+  }
+
+ private:
+  const RowCodec& c_;
+  const uint8_t* params_;
+  const uint8_t* codes_;
+  int64_t n_;
+};
 
 }  // namespace
 
 void RowCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
                         float* out) const {
-  const int64_t D = dim(), rb = row_bytes();
-  if (n <= 0) return;
-  float* buf = decode_scratch(n, D);
-  for (int64_t b = 0; b < n; b += kReadBlock) {
-    const int64_t m = std::min(kReadBlock, n - b);
-    decode(params, codes + b * rb, m, buf);
-    float_dot_rows(FloatRows::F32, reinterpret_cast<const uint8_t*>(buf), 4 * D, m, D, q, out + b);
-  }
+  DecodedRows(*this, params, codes, n).dot(0, n, q, out);
 }
 
 void RowCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                          float* acc) const {
-  const int64_t D = dim(), rb = row_bytes();
-  if (n <= 0) return;
-  float* buf = decode_scratch(n, D);
-  for (int64_t b = 0; b < n; b += kReadBlock) {
-    const int64_t m = std::min(kReadBlock, n - b);
-    decode(params, codes + b * rb, m, buf);
-    float_axpy_rows(FloatRows::F32, reinterpret_cast<const uint8_t*>(buf), 4 * D, m, D, w + b, acc);
-  }
+  DecodedRows(*this, params, codes, n).accumulate(0, n, w, acc);
 }
 
 void fp32_to_fp16_n(const float* src, uint16_t* dst, int64_t n) {
@@ -132,27 +128,22 @@ void Fp16Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const 
                          float* out) const {
   float_dot_rows(FloatRows::F16, codes, 2 * dim(), n, dim(), q, out);
 }
-
 void Fp16Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
                           float* acc) const {
   float_axpy_rows(FloatRows::F16, codes, 2 * dim(), n, dim(), w, acc);
 }
-
 void Bf16Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
                          float* out) const {
   float_dot_rows(FloatRows::BF16, codes, 2 * dim(), n, dim(), q, out);
 }
-
 void Bf16Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
                           float* acc) const {
   float_axpy_rows(FloatRows::BF16, codes, 2 * dim(), n, dim(), w, acc);
 }
-
 void Fp32Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
                          float* out) const {
   float_dot_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), q, out);
 }
-
 void Fp32Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
                           float* acc) const {
   float_axpy_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), w, acc);
