@@ -1,6 +1,10 @@
-// RowSource: the rows of one kept head (keys or values) as readers see them, decoded block by
-// block into caller-owned scratch. Eviction policies and attention read kept rows only through
-// this interface, so they never depend on (or copy) the storage form.
+// RowSource: the rows of one kept head (keys or values) as readers see them. Eviction policies
+// and attention read kept rows only through this interface, so they never depend on (or copy)
+// the storage form. Two ways to read:
+//   - read(): decode rows into caller-owned scratch (a bounded block at a time);
+//   - dot() / accumulate(): the two products attention needs, which a store computes on its
+//     resident bytes (fp16, bf16, q8_0, q4_0 rows) without decoding them; a source without such
+//     kernels does them through read() into bounded scratch.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +25,14 @@ class RowSource {
   virtual int64_t dim() const = 0;
   /// Decode rows [first, first + n) (0 <= first, first + n <= rows()) into out [n, dim()].
   virtual void read(int64_t first, int64_t n, float* out) const = 0;
+  /// out[i] = row (first + i) . q for i in [0, n) (q: dim() floats). A row's value depends only
+  /// on its stored form and q, never on first / n. Default: read() kReadBlock rows at a time into
+  /// per-thread scratch, then the fp32 row kernel (src/store/row_kernels.hpp).
+  virtual void dot(int64_t first, int64_t n, const float* q, float* out) const;
+  /// acc[d] += sum_i w[i] * row (first + i)[d] for d in [0, dim()), the rows added one after the
+  /// other in order (so consecutive calls over [a, b) then [b, c) equal one call over [a, c)).
+  /// Default: read() into per-thread scratch, then the fp32 row kernel.
+  virtual void accumulate(int64_t first, int64_t n, const float* w, float* acc) const;
 };
 
 /// Rows of a row-major fp32 matrix (tests, chunk rows not yet stored).
@@ -55,8 +67,31 @@ class ConcatRows final : public RowSource {
     }
     if (n > 0) b_.read(first - na, n, out);
   }
+  void dot(int64_t first, int64_t n, const float* q, float* out) const override {
+    split(first, n, [&](const RowSource& s, int64_t f, int64_t m, int64_t done) {
+      s.dot(f, m, q, out + done);
+    });
+  }
+  void accumulate(int64_t first, int64_t n, const float* w, float* acc) const override {
+    split(first, n, [&](const RowSource& s, int64_t f, int64_t m, int64_t done) {
+      s.accumulate(f, m, w + done, acc);
+    });
+  }
 
  private:
+  // fn(source, first, n, rows done before) for the part in a, then the part in b.
+  template <typename Fn>
+  void split(int64_t first, int64_t n, Fn&& fn) const {
+    const int64_t na = a_.rows();
+    int64_t done = 0;
+    if (first < na) {
+      const int64_t m = std::min(n, na - first);
+      fn(a_, first, m, done);
+      done = m;
+    }
+    if (n > done) fn(b_, first + done - na, n - done, done);
+  }
+
   const RowSource& a_;
   const RowSource& b_;
 };

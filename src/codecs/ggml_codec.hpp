@@ -9,10 +9,11 @@
 // nibble). Every block size must divide head_dim: llama.cpp refuses a head_dim that is not a
 // multiple of 32, and so does block = 32 here.
 //
-// quant_q = true asks attention to round each query to q8_0 blocks (of `block` values) before the
-// K.Q product over this key stream, as llama.cpp's CPU path does when K is quantized (its
-// vec_dot_type of q8_0 and q4_0 is q8_0). The codec only reports it (quantizes_queries()); the
-// attention kernel does the rounding.
+// quant_q = true rounds each query to q8_0 blocks (of `block` values) for the K.Q product over
+// this key stream, as llama.cpp's CPU path does when K is quantized (its vec_dot_type of q8_0 and
+// q4_0 is q8_0): dot_rows quantizes the query and multiplies int8 by int8 per block. The codec
+// also reports it (quantizes_queries()) so that attention rounds the query the same way for rows
+// it holds outside the store (a prefill chunk's own rows).
 #pragma once
 
 #include <memory>
@@ -24,25 +25,23 @@
 
 namespace vq::codecs {
 
-/// Bytes of one block of `block` values (block even, >= 2).
-int64_t ggml_block_bytes(coding::GgmlType t, int64_t block);
-/// Quantize x[0:k) (k a multiple of block) in blocks of `block` values with ggml's reference
-/// formulas. block = 32 gives exactly coding::ggml_quantize_row's bytes.
-void ggml_quantize_blocks(coding::GgmlType t, int64_t block, const float* x, int64_t k,
-                          uint8_t* out);
-/// Inverse of ggml_quantize_blocks (coding::ggml_dequantize_row for block = 32).
-void ggml_dequantize_blocks(coding::GgmlType t, int64_t block, const uint8_t* in, int64_t k,
-                            float* y);
-
 class GgmlCodec final : public store::RowCodec {
  public:
   /// Throws InvalidArgument when block does not divide dim (naming both) or block is not one of
   /// 8, 16, 32. `keys`: the stream holds keys (only a key stream asks for query rounding).
   GgmlCodec(coding::GgmlType type, int64_t dim, int64_t block, bool quant_q, bool keys);
 
-  int64_t row_bytes() const override { return dim() / block_ * ggml_block_bytes(type_, block_); }
+  int64_t row_bytes() const override {
+    return dim() / block_ * coding::ggml_block_bytes(type_, block_);
+  }
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
+  /// On the blocks (coding/ggml_dot.hpp); with quant_q on a key stream, the query is rounded to
+  /// q8_0 blocks of `block` values and each block's product is an integer dot (llama.cpp's).
+  void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                float* out) const override;
+  void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                 float* acc) const override;
   bool quantizes_queries() const override { return quant_q_ && keys_; }
   int64_t query_block() const override { return block_; }
 

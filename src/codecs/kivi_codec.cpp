@@ -25,6 +25,17 @@ void put_params(const coding::AffineParams& a, uint8_t* p) {
   std::memcpy(p + 4, &a.scale, 4);
 }
 
+// sum_c codes[c] * x[c] in eight lanes (c mod 8), added pairwise: an order fixed by D that the
+// compiler can vectorize.
+float lane_dot(const uint8_t* codes, const float* x, int64_t D) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + 8 <= D; c += 8)
+    for (int j = 0; j < 8; ++j) lane[j] += static_cast<float>(codes[c + j]) * x[c + j];
+  for (int j = 0; c < D; ++c, ++j) lane[j] += static_cast<float>(codes[c]) * x[c];
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 }  // namespace
 
 KiviCodec::KiviCodec(int64_t dim, bool keys, int bits, int64_t group, int64_t residual)
@@ -113,6 +124,82 @@ void KiviCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, f
         coding::dequantize_affine(q + c0, w, p, y + c0);
       }
     }
+  }
+}
+
+void KiviCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                         float* out) const {
+  const int64_t D = dim(), rb = row_bytes(), G = groups();
+  if (n <= 0) return;
+  thread_local std::vector<uint8_t> qc;  // one row's unpacked codes
+  thread_local std::vector<float> folded;
+  qc.resize(static_cast<size_t>(D));
+  if (keys_) {
+    folded.resize(static_cast<size_t>(D));
+    float base = 0.0f;
+    for (int64_t c = 0; c < D; ++c) {
+      coding::AffineParams p;
+      get_params(params + 8 * c, p);
+      base += p.min * q[c];
+      folded[static_cast<size_t>(c)] = p.scale * q[c];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      unpack_fixed(codes + i * rb, D, bits_, qc.data());
+      out[i] = base + lane_dot(qc.data(), folded.data(), D);
+    }
+    return;
+  }
+  folded.resize(static_cast<size_t>(G));  // sum of q over each group
+  for (int64_t g = 0; g < G; ++g) {
+    float s = 0.0f;
+    for (int64_t c = g * group_; c < std::min(D, (g + 1) * group_); ++c) s += q[c];
+    folded[static_cast<size_t>(g)] = s;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = codes + i * rb;
+    unpack_fixed(row + 8 * G, D, bits_, qc.data());
+    float total = 0.0f;
+    for (int64_t g = 0; g < G; ++g) {
+      coding::AffineParams p;
+      get_params(row + 8 * g, p);
+      const int64_t c0 = g * group_, w = std::min(group_, D - c0);
+      total +=
+          p.min * folded[static_cast<size_t>(g)] + p.scale * lane_dot(qc.data() + c0, q + c0, w);
+    }
+    out[i] = total;
+  }
+}
+
+void KiviCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                          float* acc) const {
+  const int64_t D = dim(), rb = row_bytes(), G = groups();
+  if (n <= 0) return;
+  thread_local std::vector<uint8_t> qc;
+  thread_local std::vector<float> mins, scales;  // per channel (keys) or per value's group
+  qc.resize(static_cast<size_t>(D));
+  mins.resize(static_cast<size_t>(D));
+  scales.resize(static_cast<size_t>(D));
+  for (int64_t c = 0; keys_ && c < D; ++c) {  // keys: the chunk's channel parameters, once
+    coding::AffineParams p;
+    get_params(params + 8 * c, p);
+    mins[static_cast<size_t>(c)] = p.min;
+    scales[static_cast<size_t>(c)] = p.scale;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = codes + i * rb;
+    for (int64_t g = 0; !keys_ && g < G; ++g) {  // values: the row's group parameters
+      coding::AffineParams p;
+      get_params(row + 8 * g, p);
+      for (int64_t c = g * group_; c < std::min(D, (g + 1) * group_); ++c) {
+        mins[static_cast<size_t>(c)] = p.min;
+        scales[static_cast<size_t>(c)] = p.scale;
+      }
+    }
+    unpack_fixed(row + (keys_ ? 0 : 8 * G), D, bits_, qc.data());
+    for (int64_t c = 0; c < D; ++c)
+      acc[c] +=
+          w[i] * (mins[static_cast<size_t>(c)] +
+                  static_cast<float>(qc[static_cast<size_t>(c)]) * scales[static_cast<size_t>(c)]);
   }
 }
 

@@ -27,6 +27,15 @@ class KiviCodec final : public store::RowCodec {
   int64_t chunk_param_bytes(int64_t n) const override;
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
+  /// Scores on the packed codes: keys fold each channel's scale into the query once per call
+  /// (row . q = sum_c min_c q_c + sum_c code_c (scale_c q_c)); values use per-group sums of q
+  /// (sum_g min_g sum_{c in g} q_c + scale_g sum_{c in g} code_c q_c). The base class's
+  /// dot_rows (decode, then the fp32 kernel) is the reference twin.
+  void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                float* out) const override;
+  /// acc[c] += w_i * (min + code * scale), each row unpacked and added without a decoded copy.
+  void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                 float* acc) const override;
   /// The Huffman-coded size transform::KiviRowCoder gives the same chunk.
   int64_t stored_chunk_bytes(const uint8_t* params, const uint8_t* codes, int64_t n) const override;
 

@@ -44,4 +44,17 @@ void ggml_quantize_row(GgmlType t, const float* x, int64_t k, uint8_t* out);
 /// (an fp16 NaN/Inf scale decodes as such); callers that need finite output check it.
 void ggml_dequantize_row(GgmlType t, const uint8_t* in, int64_t k, float* y);
 
+// The same formulas over blocks of `block` values (an even number >= 2; ggml's formats are
+// block = 32). A q8_0 block is an fp16 scale and `block` int8 quants (2 + block bytes); a q4_0
+// block an fp16 scale and block / 2 bytes whose byte j holds value j (low nibble) and value
+// j + block / 2 (high nibble). k must be a multiple of block (no padding). At block = 32 these are
+// exactly ggml_quantize_row / ggml_dequantize_row's bytes and values.
+
+/// Bytes of one block of `block` values.
+int64_t ggml_block_bytes(GgmlType t, int64_t block);
+/// Quantize x[0:k) into k / block blocks at out.
+void ggml_quantize_blocks(GgmlType t, int64_t block, const float* x, int64_t k, uint8_t* out);
+/// Inverse of ggml_quantize_blocks.
+void ggml_dequantize_blocks(GgmlType t, int64_t block, const uint8_t* in, int64_t k, float* y);
+
 }  // namespace vq::coding

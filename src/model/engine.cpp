@@ -18,6 +18,7 @@
 
 #include "core/rng.hpp"
 #include "kernels/matmul.hpp"
+#include "store/row_kernels.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
 
@@ -56,7 +57,7 @@ struct Engine::Impl {
 
   std::vector<float> rope_cos, rope_sin;  // [seq_len, head_dim / 2]
   // Decode scratch, 64-byte aligned (see AlignedAllocator).
-  AlignedFloats x, xb, q, k, v, att, hb, hb2, logits, scores, kblock, kself;
+  AlignedFloats x, xb, q, qr, k, v, att, hb, hb2, logits, scores, kblock, kself;
   Tensor qt, kt, vt;  // what the cache is given: [1, Hq, 1, D], [1, Hkv, 1, D], [1, Hkv, 1, D]
   // Prefill output.
   std::vector<float> plogits;
@@ -132,39 +133,44 @@ struct Engine::Impl {
 
   // att[g] = softmax(q_g K^T * scale) V over the head's n kept rows, for the G query heads
   // q_g = qs + g * D of one KV head, plus one extra row (self_k, self_v) when self_k is not null.
-  // Keys and values are read block by block (at most store::kReadBlock rows decoded at a time).
-  // The loops fix the summation order (each score sums over d in order, each output over rows
-  // in order), so the result does not depend on block boundaries or on where rows sit.
+  // Scores and the weighted sum of values are computed by the store on its resident rows
+  // (RowSource::dot / accumulate), kReadBlock rows at a time for every query head of the group so
+  // that a block's bytes are read while they are in cache. qs goes to the store as computed (a
+  // codec that rounds queries does it itself); qr (qs rounded to q8_0 when the cache asks, else
+  // qs) multiplies the keys attention holds itself: the self row, and pre-RoPE keys, which are
+  // read into scratch and rotated. Every score is a function of its row and query only, and the
+  // values are added row by row in order, so the result does not depend on block boundaries.
   void attend_head(const store::RowSource& K, const store::RowSource& Vs, const int64_t* positions,
-                   bool pre, const float* qs, const float* self_k, const float* self_v,
-                   float* att) {
+                   bool pre, const float* qs, const float* qr, const float* self_k,
+                   const float* self_v, float* att) {
     const int64_t n = K.rows();
     const int64_t m = n + (self_k ? 1 : 0);
     for (int64_t x = 0; x < G * D; ++x) att[x] = 0.0f;
     if (m == 0) return;
     if (static_cast<int64_t>(scores.size()) < G * m) scores.resize(static_cast<size_t>(G * m));
-    const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n, 1));
-    if (static_cast<int64_t>(kblock.size()) < blk * D) kblock.resize(static_cast<size_t>(blk * D));
+    if (pre) {
+      const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n, 1));
+      if (static_cast<int64_t>(kblock.size()) < blk * D)
+        kblock.resize(static_cast<size_t>(blk * D));
+    }
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
       const int64_t cnt = std::min(store::kReadBlock, n - first);
-      read_keys(K, positions, pre, first, cnt, kblock.data());
+      if (pre) read_keys(K, positions, pre, first, cnt, kblock.data());
       for (int64_t g = 0; g < G; ++g) {
         float* sc = scores.data() + g * m + first;
-        const float* q = qs + g * D;
-        for (int64_t i = 0; i < cnt; ++i) sc[i] = 0.0f;
-        for (int64_t d = 0; d < D; ++d) {
-          const float qd = q[d];
-          for (int64_t i = 0; i < cnt; ++i) sc[i] += kblock[static_cast<size_t>(i * D + d)] * qd;
-        }
+        if (pre)
+          store::float_dot_rows(store::FloatRows::F32,
+                                reinterpret_cast<const uint8_t*>(kblock.data()), 4 * D, cnt, D,
+                                qr + g * D, sc);
+        else
+          K.dot(first, cnt, qs + g * D, sc);
       }
     }
     for (int64_t g = 0; g < G; ++g) {
       float* sc = scores.data() + g * m;
-      if (self_k) {
-        float s = 0.0f;
-        for (int64_t d = 0; d < D; ++d) s += self_k[d] * qs[g * D + d];
-        sc[n] = s;
-      }
+      if (self_k)  // the fp32 kernel, as for rows read into scratch
+        store::float_dot_rows(store::FloatRows::F32, reinterpret_cast<const uint8_t*>(self_k),
+                              4 * D, 1, D, qr + g * D, sc + n);
       float mx = sc[0] * scale;
       for (int64_t i = 0; i < m; ++i) {
         sc[i] *= scale;
@@ -180,16 +186,8 @@ struct Engine::Impl {
     }
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
       const int64_t cnt = std::min(store::kReadBlock, n - first);
-      Vs.read(first, cnt, kblock.data());
-      for (int64_t g = 0; g < G; ++g) {
-        const float* a = scores.data() + g * m + first;
-        float* out = att + g * D;
-        for (int64_t i = 0; i < cnt; ++i) {
-          const float w = a[i];
-          const float* v = kblock.data() + i * D;
-          for (int64_t d = 0; d < D; ++d) out[d] += w * v[d];
-        }
-      }
+      for (int64_t g = 0; g < G; ++g)
+        Vs.accumulate(first, cnt, scores.data() + g * m + first, att + g * D);
     }
     if (self_k)
       for (int64_t g = 0; g < G; ++g) {
@@ -251,7 +249,9 @@ struct Engine::Impl {
       int64_t qblock = 32;
       const bool round_q = cache.quantizes_queries(&qblock);
       if (round_q)
-        for (int64_t h = 0; h < Hq; ++h) round_query_q8(q.data() + h * D, q.data() + h * D, qblock);
+        for (int64_t h = 0; h < Hq; ++h)
+          round_query_q8(q.data() + h * D, qr.data() + h * D, qblock);
+      const float* qrs = round_q ? qr.data() : q.data();
       for (int64_t kh = 0; kh < Hkv; ++kh) {
         const store::RowSource& K = cache.keys(0, kh);
         const int64_t* positions = cache.positions(0, kh);
@@ -264,8 +264,8 @@ struct Engine::Impl {
           self_k = kself.data();
           self_v = v.data() + kh * D;
         }
-        attend_head(K, cache.values(0, kh), positions, pre, q.data() + kh * G * D, self_k, self_v,
-                    att.data() + kh * G * D);
+        attend_head(K, cache.values(0, kh), positions, pre, q.data() + kh * G * D, qrs + kh * G * D,
+                    self_k, self_v, att.data() + kh * G * D);
       }
       kernels::matvec(lw.wo, att.data(), x.data(), true);
       rmsnorm(xb.data(), x.data(), lw.rms_ffn, dim, eps);
@@ -312,7 +312,9 @@ struct Engine::Impl {
       KVCache& cache = *caches[static_cast<size_t>(l)];
       int64_t qblock = 32;
       const bool round_q = cache.quantizes_queries(&qblock);
-      const RowMatF* Qs = &Q;  // the queries K is multiplied with (rounded to q8_0 when asked)
+      // The queries that multiply keys held outside the store (the chunk's own rows, pre-RoPE keys
+      // read into scratch): rounded to q8_0 when the cache asks (the store rounds its own).
+      const RowMatF* Qs = &Q;
       if (round_q) {
         Qk = Q;
         for (int64_t s = 0; s < S; ++s)
@@ -332,15 +334,20 @@ struct Engine::Impl {
         const int64_t* po = any ? cache.positions(0, kh) : nullptr;
         const int64_t n_old = any ? Ko->rows() : 0, n = n_old + S;
         const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n_old, 1));
-        Kblk.resize(blk, D);
+        if (pre) Kblk.resize(blk, D);
         for (int64_t g = 0; g < G; ++g) {
           const int64_t h = kh * G + g;
           P.resize(S, n);
           for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
             const int64_t cnt = std::min(store::kReadBlock, n_old - first);
-            read_keys(*Ko, po, pre, first, cnt, Kblk.data());
-            P.middleCols(first, cnt).noalias() =
-                Qs->middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
+            if (pre) {  // pre-RoPE keys: read, rotate, multiply
+              read_keys(*Ko, po, pre, first, cnt, Kblk.data());
+              P.middleCols(first, cnt).noalias() =
+                  Qs->middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
+            } else {  // on the stored rows (the store rounds the query if its codec asks)
+              for (int64_t s = 0; s < S; ++s)
+                Ko->dot(first, cnt, Q.row(s).data() + h * D, P.row(s).data() + first);
+            }
           }
           P.rightCols(S).noalias() =
               Qs->middleCols(h * D, D) * Krh.middleCols(kh * D, D).transpose();
@@ -357,8 +364,8 @@ struct Engine::Impl {
           Ah.noalias() = P.rightCols(S) * Vvh.middleCols(kh * D, D);
           for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
             const int64_t cnt = std::min(store::kReadBlock, n_old - first);
-            Vo->read(first, cnt, Kblk.data());
-            Ah.noalias() += P.middleCols(first, cnt) * Kblk.topRows(cnt);
+            for (int64_t s = 0; s < S; ++s)
+              Vo->accumulate(first, cnt, P.row(s).data() + first, A.row(s).data() + h * D);
           }
         }
       }
@@ -432,6 +439,7 @@ void Engine::init(const Model& model, const EngineOptions& opt) {
   m.x.resize(sz(m.c.dim));
   m.xb.resize(sz(m.c.dim));
   m.q.resize(sz(m.c.dim));
+  m.qr.resize(sz(m.c.dim));
   m.k.resize(sz(m.c.kv_dim()));
   m.v.resize(sz(m.c.kv_dim()));
   m.att.resize(sz(m.c.dim));

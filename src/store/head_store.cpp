@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "store/buffers.hpp"
+#include "store/row_kernels.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq::store {
@@ -28,6 +29,12 @@ class HeadStore::Source final : public RowSource {
   int64_t rows() const override { return s_->size(); }
   int64_t dim() const override { return s_->D_; }
   void read(int64_t first, int64_t n, float* out) const override { s_->read(kv_, first, n, out); }
+  void dot(int64_t first, int64_t n, const float* q, float* out) const override {
+    s_->dot(kv_, first, n, q, out);
+  }
+  void accumulate(int64_t first, int64_t n, const float* w, float* acc) const override {
+    s_->accumulate(kv_, first, n, w, acc);
+  }
   void rebind(const HeadStore* s) { s_ = s; }
 
  private:
@@ -347,26 +354,66 @@ void HeadStore::settle() {
   }
 }
 
-void HeadStore::read(int kv, int64_t first, int64_t n, float* out) const {
-  VQ_CHECK(first >= 0 && n >= 0 && first + n <= size(), InvalidArgument, "HeadStore::read: rows [",
-           first, ", ", first + n, ") are outside [0, ", size(), ")");
-  if (n == 0) return;  // nothing to decode (the buffers may be unallocated)
+template <typename Fn>
+void HeadStore::for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const {
+  VQ_CHECK(first >= 0 && n >= 0 && first + n <= size(), InvalidArgument, "HeadStore: rows [", first,
+           ", ", first + n, ") are outside [0, ", size(), ")");
+  if (n == 0) return;
   const RowCodec& cd = *codec_[kv];
   if (!chunked()) {  // pool row i is slot i
-    cd.decode(nullptr, pool_[kv].data() + first * cd.row_bytes(), n, out);
+    fn(nullptr, pool_[kv].data() + first * cd.row_bytes(), false, int64_t{0}, n);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n;) {
     const Loc l = loc_[static_cast<size_t>(first + i)];
-    float* dst = out + i * D_;
+    int64_t m = 1;
+    while (i + m < n) {
+      const Loc o = loc_[static_cast<size_t>(first + i + m)];
+      if (o.chunk != l.chunk || o.row != l.row + m) break;
+      ++m;
+    }
     if (l.chunk < 0) {
-      fp16_to_fp32_n(reinterpret_cast<const uint16_t*>(pool_[kv].data() + l.row * 2 * D_), dst, D_);
+      fn(nullptr, pool_[kv].data() + l.row * 2 * D_, true, i, m);
     } else {
       const Chunk& ch = chunks_[static_cast<size_t>(l.chunk)];
-      cd.decode(ch.params[kv].empty() ? nullptr : ch.params[kv].data(),
-                ch.codes[kv].data() + l.row * cd.row_bytes(), 1, dst);
+      fn(ch.params[kv].empty() ? nullptr : ch.params[kv].data(),
+         ch.codes[kv].data() + l.row * cd.row_bytes(), false, i, m);
     }
+    i += m;
   }
+}
+
+void HeadStore::read(int kv, int64_t first, int64_t n, float* out) const {
+  const RowCodec& cd = *codec_[kv];
+  for_each_run(kv, first, n,
+               [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
+                 if (window)
+                   fp16_to_fp32_n(reinterpret_cast<const uint16_t*>(codes), out + i * D_, m * D_);
+                 else
+                   cd.decode(params, codes, m, out + i * D_);
+               });
+}
+
+void HeadStore::dot(int kv, int64_t first, int64_t n, const float* q, float* out) const {
+  const RowCodec& cd = *codec_[kv];
+  for_each_run(kv, first, n,
+               [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
+                 if (window)
+                   float_dot_rows(FloatRows::F16, codes, 2 * D_, m, D_, q, out + i);
+                 else
+                   cd.dot_rows(params, codes, m, q, out + i);
+               });
+}
+
+void HeadStore::accumulate(int kv, int64_t first, int64_t n, const float* w, float* acc) const {
+  const RowCodec& cd = *codec_[kv];
+  for_each_run(kv, first, n,
+               [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
+                 if (window)
+                   float_axpy_rows(FloatRows::F16, codes, 2 * D_, m, D_, w + i, acc);
+                 else
+                   cd.axpy_rows(params, codes, m, w + i, acc);
+               });
 }
 
 StoreBytes HeadStore::bytes() const {

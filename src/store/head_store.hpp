@@ -61,6 +61,11 @@ class HeadStore {
 
   /// Decodes slots [first, first + n) of keys (kv = 0) or values (kv = 1) into out [n, D].
   void read(int kv, int64_t first, int64_t n, float* out) const;
+  /// out[i] = slot (first + i) . q, computed on the stored bytes by the codec's dot_rows (window
+  /// rows of a chunked codec by the fp16 kernel), runs of consecutive rows at a time.
+  void dot(int kv, int64_t first, int64_t n, const float* q, float* out) const;
+  /// acc[d] += sum_i w[i] * slot (first + i)[d], slots in order, on the stored bytes.
+  void accumulate(int kv, int64_t first, int64_t n, const float* w, float* acc) const;
   /// The keys / values as RowSources (valid while this store lives; they follow its size).
   const RowSource& keys() const;
   const RowSource& values() const;
@@ -96,6 +101,11 @@ class HeadStore {
   /// fp32 rows of pool rows into buf [rows.size(), D]: staged input if present, else fp16 decode.
   void gather(int kv, const std::vector<int32_t>& rows, std::vector<float>& buf) const;
   void remove_pool_rows(std::vector<int32_t> rows);
+  /// Calls fn(params, codes, window, i, m) for maximal runs of slots [first + i, first + i + m)
+  /// whose rows lie consecutively in one place (the pool, or one chunk), in slot order; window
+  /// is true for fp16 window rows of a chunked codec.
+  template <typename Fn>
+  void for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const;
 
   int64_t D_ = 0, chunk_rows_ = 0;
   std::unique_ptr<RowCodec> codec_[2];

@@ -7,8 +7,12 @@
 // group of eight values holding a NaN is converted by the scalar code.
 #include "store/row_codec.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "store/row_kernels.hpp"
+#include "veloxquant/row_source.hpp"
 #include "veloxquant/tensor.hpp"
 
 #if defined(__F16C__)
@@ -28,7 +32,36 @@ inline uint16_t load_u16(const uint16_t* p) {
   return v;
 }
 
+// The n rows at codes as a RowSource whose read() decodes them: the default dot_rows /
+// axpy_rows are RowSource's defaults over it (decode into per-thread scratch, fp32 kernel).
+class DecodedRows final : public RowSource {
+ public:
+  DecodedRows(const RowCodec& c, const uint8_t* params, const uint8_t* codes, int64_t n)
+      : c_(c), params_(params), codes_(codes), n_(n) {}
+  int64_t rows() const override { return n_; }
+  int64_t dim() const override { return c_.dim(); }
+  void read(int64_t first, int64_t n, float* out) const override {
+    c_.decode(params_, codes_ + first * c_.row_bytes(), n, out);
+  }
+
+ private:
+  const RowCodec& c_;
+  const uint8_t* params_;
+  const uint8_t* codes_;
+  int64_t n_;
+};
+
 }  // namespace
+
+void RowCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                        float* out) const {
+  DecodedRows(*this, params, codes, n).dot(0, n, q, out);
+}
+
+void RowCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                         float* acc) const {
+  DecodedRows(*this, params, codes, n).accumulate(0, n, w, acc);
+}
 
 void fp32_to_fp16_n(const float* src, uint16_t* dst, int64_t n) {
   int64_t i = 0;
@@ -89,6 +122,31 @@ void Bf16Codec::encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) {
 
 void Bf16Codec::decode(const uint8_t*, const uint8_t* codes, int64_t n, float* out) const {
   bf16_to_fp32_n(reinterpret_cast<const uint16_t*>(codes), out, n * dim());
+}
+
+void Fp16Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
+                         float* out) const {
+  float_dot_rows(FloatRows::F16, codes, 2 * dim(), n, dim(), q, out);
+}
+void Fp16Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                          float* acc) const {
+  float_axpy_rows(FloatRows::F16, codes, 2 * dim(), n, dim(), w, acc);
+}
+void Bf16Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
+                         float* out) const {
+  float_dot_rows(FloatRows::BF16, codes, 2 * dim(), n, dim(), q, out);
+}
+void Bf16Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                          float* acc) const {
+  float_axpy_rows(FloatRows::BF16, codes, 2 * dim(), n, dim(), w, acc);
+}
+void Fp32Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* q,
+                         float* out) const {
+  float_dot_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), q, out);
+}
+void Fp32Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                          float* acc) const {
+  float_axpy_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), w, acc);
 }
 
 }  // namespace vq::store

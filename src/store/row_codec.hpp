@@ -84,6 +84,17 @@ class RowCodec {
   /// or in order. Never reads outside the given bytes.
   virtual void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const = 0;
 
+  // ---- attention on the codes (rows as decode() gives them; same bytes, same params)
+  /// out[i] = (decoded row i) . q for the n rows at codes. A codec whose quantizes_queries() is
+  /// true rounds q itself here. Each row's value depends only on its bytes, params and q. Default:
+  /// decode() kReadBlock rows at a time into per-thread scratch, then the fp32 row kernel.
+  virtual void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                        float* out) const;
+  /// acc[d] += sum_i w[i] * (decoded row i)[d], the rows added in order. Default: through decode()
+  /// into per-thread scratch like dot_rows.
+  virtual void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                         float* acc) const;
+
   // ---- what attention must know
   /// True when the codec wants keys before RoPE (the engine rotates what it reads).
   virtual bool wants_pre_rope() const { return false; }
@@ -134,6 +145,10 @@ class Fp16Codec final : public RowCodec {
   int64_t row_bytes() const override { return 2 * dim(); }
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
+  void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                float* out) const override;
+  void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                 float* acc) const override;
 
  private:
   int64_t chunk_, recent_, sink_, fit_;
@@ -152,6 +167,10 @@ class Fp32Codec final : public RowCodec {
   void decode(const uint8_t*, const uint8_t* codes, int64_t n, float* out) const override {
     if (n > 0) std::memcpy(out, codes, sizeof(float) * static_cast<size_t>(n * dim()));
   }
+  void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                float* out) const override;
+  void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                 float* acc) const override;
 };
 
 /// bfloat16 rows (the top 16 bits of the fp32, round to nearest even). Row-wise.
@@ -161,6 +180,10 @@ class Bf16Codec final : public RowCodec {
   int64_t row_bytes() const override { return 2 * dim(); }
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
+  void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                float* out) const override;
+  void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                 float* acc) const override;
 };
 
 /// fp32 <-> fp16 / bf16 over n values (F16C when the build has it; same rounding as

@@ -442,7 +442,7 @@ TEST(GgmlCodec, Block32IsLlamaCppBytesWithinEachHead) {
       EXPECT_EQ(codes, ref);
       // The generalized block quantizer at block 32 is the same bytes too.
       std::vector<uint8_t> gen(codes.size());
-      vq::codecs::ggml_quantize_blocks(type, 32, x.data(), n * D, gen.data());
+      vq::coding::ggml_quantize_blocks(type, 32, x.data(), n * D, gen.data());
       EXPECT_EQ(gen, ref);
       std::vector<float> y(static_cast<size_t>(n * D)), yr(y.size());
       c->decode(nullptr, codes.data(), n, y.data());

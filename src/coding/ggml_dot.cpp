@@ -1,0 +1,320 @@
+#include "coding/ggml_dot.hpp"
+
+#include <cstring>
+
+#include "veloxquant/tensor.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#define VQ_GGML_AVX2 1
+#include <immintrin.h>
+#endif
+
+namespace vq::coding {
+
+namespace {
+
+inline float block_scale(const uint8_t* b) {
+  return fp16_to_fp32(static_cast<uint16_t>(b[0] | (b[1] << 8)));
+}
+
+// Code j of a block of B values (q8_0: the int8; q4_0: the nibble minus 8).
+inline int block_code(GgmlType t, int64_t B, const uint8_t* b, int64_t j) {
+  if (t == GgmlType::Q8_0) {
+    int8_t c;
+    std::memcpy(&c, b + 2 + j, 1);
+    return c;
+  }
+  const int64_t half = B / 2;
+  const uint8_t byte = b[2 + (j % half)];
+  return (j < half ? (byte & 0x0F) : (byte >> 4)) - 8;
+}
+
+}  // namespace
+
+void ggml_dot_rows_ref(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                       int64_t D, const float* q, float* out) {
+  const int64_t bb = ggml_block_bytes(t, block), nb = D / block;
+  for (int64_t i = 0; i < n; ++i) {
+    float total = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = rows + i * stride + b * bb;
+      const float* x = q + b * block;
+      float s = 0.0f;
+      for (int64_t j = 0; j < block; ++j)
+        s += static_cast<float>(block_code(t, block, blk, j)) * x[j];
+      total += block_scale(blk) * s;
+    }
+    out[i] = total;
+  }
+}
+
+void ggml_dot_rows_q8_ref(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                          int64_t D, const uint8_t* q8, float* out) {
+  const int64_t bb = ggml_block_bytes(t, block), qb = ggml_block_bytes(GgmlType::Q8_0, block);
+  const int64_t nb = D / block;
+  for (int64_t i = 0; i < n; ++i) {
+    float total = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = rows + i * stride + b * bb;
+      const uint8_t* qblk = q8 + b * qb;
+      int32_t s = 0;
+      for (int64_t j = 0; j < block; ++j)
+        s += block_code(t, block, blk, j) * block_code(GgmlType::Q8_0, block, qblk, j);
+      total += static_cast<float>(s) * (block_scale(blk) * block_scale(qblk));
+    }
+    out[i] = total;
+  }
+}
+
+void ggml_axpy_rows_ref(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                        int64_t D, const float* w, float* acc) {
+  const int64_t bb = ggml_block_bytes(t, block), nb = D / block;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = rows + i * stride + b * bb;
+      const float wd = w[i] * block_scale(blk);
+      float* a = acc + b * block;
+      for (int64_t j = 0; j < block; ++j)
+        a[j] += wd * static_cast<float>(block_code(t, block, blk, j));
+    }
+}
+
+#if defined(VQ_GGML_AVX2)
+
+namespace {
+
+// The block's fp16 scale (F16C's conversion when the build has it: the same value for every
+// non-NaN input, and a NaN either way).
+inline float fast_scale(const uint8_t* b) {
+#if defined(__F16C__)
+  return _cvtsh_ss(static_cast<unsigned short>(b[0] | (b[1] << 8)));
+#else
+  return block_scale(b);
+#endif
+}
+
+// The codes of one block as int8 in value order: v[0] holds values 0..15 (block 8: 0..7 in its
+// low half), v[1] values 16..31 (block 32 only).
+template <GgmlType T, int B>
+inline void block_i8(const uint8_t* blk, __m128i v[2]) {
+  const uint8_t* c = blk + 2;
+  if constexpr (T == GgmlType::Q8_0) {
+    if constexpr (B == 8) {
+      v[0] = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
+    } else {
+      v[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
+      if constexpr (B == 32) v[1] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16));
+    }
+  } else {
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    __m128i x;
+    if constexpr (B == 32) {
+      x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(c));
+    } else if constexpr (B == 16) {
+      x = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(c));
+    } else {
+      int32_t u;
+      std::memcpy(&u, c, 4);
+      x = _mm_cvtsi32_si128(u);
+    }
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), eight);
+    if constexpr (B == 32) {
+      v[0] = lo;
+      v[1] = hi;
+    } else if constexpr (B == 16) {
+      v[0] = _mm_unpacklo_epi64(lo, hi);
+    } else {
+      v[0] = _mm_unpacklo_epi32(lo, hi);
+    }
+  }
+}
+
+// 8-value piece k (values 8k..8k+7) of a block decoded by block_i8, as floats.
+inline __m256 piece_f32(const __m128i v[2], int k) {
+  const __m128i src = v[k >> 1];
+  const __m128i part = (k & 1) ? _mm_srli_si128(src, 8) : src;
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part));
+}
+
+inline float hsum(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+// Lane-wise sums of products of 16 int8 pairs: 8 int32 (pairs of neighbouring products).
+inline __m256i madd16(__m128i a, __m128i b) {
+  return _mm256_madd_epi16(_mm256_cvtepi8_epi16(a), _mm256_cvtepi8_epi16(b));
+}
+
+template <GgmlType T, int B>
+struct Format {
+  static constexpr GgmlType type = T;
+  static constexpr int block = B;
+};
+
+// Calls f(Format<t, block>{}) for the formats the vector kernels cover; false for others.
+template <typename F>
+bool with_format(GgmlType t, int64_t block, F&& f) {
+  const bool q8 = t == GgmlType::Q8_0;
+  switch (block) {
+    case 32:
+      q8 ? f(Format<GgmlType::Q8_0, 32>{}) : f(Format<GgmlType::Q4_0, 32>{});
+      return true;
+    case 16:
+      q8 ? f(Format<GgmlType::Q8_0, 16>{}) : f(Format<GgmlType::Q4_0, 16>{});
+      return true;
+    case 8:
+      q8 ? f(Format<GgmlType::Q8_0, 8>{}) : f(Format<GgmlType::Q4_0, 8>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <GgmlType T, int B>
+void dot_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* q,
+              float* out) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
+  constexpr int pieces = B / 8;
+  const int64_t nb = D / B;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = r + b * bb;
+      const float* x = q + b * B;
+      __m128i v[2];
+      block_i8<T, B>(blk, v);
+      __m256 s = _mm256_mul_ps(piece_f32(v, 0), _mm256_loadu_ps(x));
+      for (int k = 1; k < pieces; ++k)
+        s = _mm256_fmadd_ps(piece_f32(v, k), _mm256_loadu_ps(x + 8 * k), s);
+      // even and odd blocks in two accumulators (an order fixed by D and the block size)
+      if (b & 1)
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fast_scale(blk)), s, acc1);
+      else
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fast_scale(blk)), s, acc0);
+    }
+    out[i] = hsum(_mm256_add_ps(acc0, acc1));
+  }
+}
+
+template <GgmlType T, int B>
+void dot_q8_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const uint8_t* q8,
+                 float* out) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2), qb = 2 + B;
+  const int64_t nb = D / B;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = r + b * bb;
+      const uint8_t* qblk = q8 + b * qb;
+      __m128i v[2], p[2];
+      block_i8<T, B>(blk, v);
+      block_i8<GgmlType::Q8_0, B>(qblk, p);
+      __m256i s;
+      if constexpr (B == 8) {
+        s = _mm256_zextsi128_si256(
+            _mm_madd_epi16(_mm_cvtepi8_epi16(v[0]), _mm_cvtepi8_epi16(p[0])));
+      } else {
+        s = madd16(v[0], p[0]);
+        if constexpr (B == 32) s = _mm256_add_epi32(s, madd16(v[1], p[1]));
+      }
+      const float dd = fast_scale(blk) * fast_scale(qblk);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(s), acc);
+    }
+    out[i] = hsum(acc);
+  }
+}
+
+// Rows four at a time: each block's slice of acc is loaded once and takes the four rows' terms in
+// row order (one fused multiply-add each), the same bits as one row at a time.
+template <GgmlType T, int B>
+void axpy_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+               float* acc) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
+  constexpr int pieces = B / 8;
+  const int64_t nb = D / B;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int64_t b = 0; b < nb; ++b) {
+      float* a = acc + b * B;
+      __m256 s[pieces];
+      for (int k = 0; k < pieces; ++k) s[k] = _mm256_loadu_ps(a + 8 * k);
+      for (int64_t r = i; r < i + 4; ++r) {
+        const uint8_t* blk = rows + r * stride + b * bb;
+        __m128i v[2];
+        block_i8<T, B>(blk, v);
+        const __m256 wd = _mm256_set1_ps(w[r] * fast_scale(blk));
+        for (int k = 0; k < pieces; ++k) s[k] = _mm256_fmadd_ps(wd, piece_f32(v, k), s[k]);
+      }
+      for (int k = 0; k < pieces; ++k) _mm256_storeu_ps(a + 8 * k, s[k]);
+    }
+  }
+  for (; i < n; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      float* a = acc + b * B;
+      const uint8_t* blk = rows + i * stride + b * bb;
+      __m128i v[2];
+      block_i8<T, B>(blk, v);
+      const __m256 wd = _mm256_set1_ps(w[i] * fast_scale(blk));
+      for (int k = 0; k < pieces; ++k)
+        _mm256_storeu_ps(a + 8 * k,
+                         _mm256_fmadd_ps(wd, piece_f32(v, k), _mm256_loadu_ps(a + 8 * k)));
+    }
+}
+
+}  // namespace
+
+void ggml_dot_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                   int64_t D, const float* q, float* out) {
+  if (!with_format(t, block, [&](auto f) {
+        dot_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, q, out);
+      }))
+    ggml_dot_rows_ref(t, block, rows, stride, n, D, q, out);
+}
+
+void ggml_dot_rows_q8(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                      int64_t D, const uint8_t* q8, float* out) {
+  if (!with_format(t, block, [&](auto f) {
+        dot_q8_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, q8, out);
+      }))
+    ggml_dot_rows_q8_ref(t, block, rows, stride, n, D, q8, out);
+}
+
+void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                    int64_t D, const float* w, float* acc) {
+  if (!with_format(t, block, [&](auto f) {
+        axpy_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, w, acc);
+      }))
+    ggml_axpy_rows_ref(t, block, rows, stride, n, D, w, acc);
+}
+
+bool ggml_dot_vectorized() {
+  return true;
+}
+
+#else
+
+void ggml_dot_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                   int64_t D, const float* q, float* out) {
+  ggml_dot_rows_ref(t, block, rows, stride, n, D, q, out);
+}
+void ggml_dot_rows_q8(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                      int64_t D, const uint8_t* q8, float* out) {
+  ggml_dot_rows_q8_ref(t, block, rows, stride, n, D, q8, out);
+}
+void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                    int64_t D, const float* w, float* acc) {
+  ggml_axpy_rows_ref(t, block, rows, stride, n, D, w, acc);
+}
+bool ggml_dot_vectorized() {
+  return false;
+}
+
+#endif
+
+}  // namespace vq::coding

@@ -1,0 +1,228 @@
+#include "store/row_kernels.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "veloxquant/tensor.hpp"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define VQ_ROWS_AVX2 1
+#include <immintrin.h>
+#endif
+
+namespace vq::store {
+
+namespace {
+
+template <FloatRows T>
+constexpr int64_t value_bytes() {
+  return T == FloatRows::F32 ? 4 : 2;
+}
+
+// Value d of a stored row, widened to fp32.
+template <FloatRows T>
+inline float load1(const uint8_t* row, int64_t d) {
+  if constexpr (T == FloatRows::F32) {
+    float x;
+    std::memcpy(&x, row + 4 * d, 4);
+    return x;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * d, 2);
+    if constexpr (T == FloatRows::F16) {
+      return fp16_to_fp32(h);
+    } else {
+      const uint32_t bits = static_cast<uint32_t>(h) << 16;
+      float x;
+      std::memcpy(&x, &bits, 4);
+      return x;
+    }
+  }
+}
+
+template <FloatRows T>
+void dot_ref(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* q,
+             float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    float s = 0.0f;
+    for (int64_t d = 0; d < D; ++d) s += load1<T>(r, d) * q[d];
+    out[i] = s;
+  }
+}
+
+template <FloatRows T>
+void axpy_ref(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+              float* acc) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    for (int64_t d = 0; d < D; ++d) acc[d] += w[i] * load1<T>(r, d);
+  }
+}
+
+#if defined(VQ_ROWS_AVX2)
+
+// Values d..d+7 of a stored row, widened to fp32 (unaligned loads).
+template <FloatRows T>
+inline __m256 load8(const uint8_t* row, int64_t d) {
+  if constexpr (T == FloatRows::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row + 4 * d));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * d));
+    if constexpr (T == FloatRows::F16)
+      return _mm256_cvtph_ps(h);
+    else
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+inline float hsum(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+// Four lane-wise partial sums over the 8-value groups (group j into accumulator j % 4), added
+// pairwise and across lanes, then the D % 8 tail in order: fixed by D.
+template <FloatRows T>
+void dot_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* q,
+              float* out) {
+  const int64_t D8 = D & ~int64_t{7};
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    int64_t d = 0;
+    for (; d + 32 <= D8; d += 32) {
+      a[0] = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a[0]);
+      a[1] = _mm256_fmadd_ps(load8<T>(r, d + 8), _mm256_loadu_ps(q + d + 8), a[1]);
+      a[2] = _mm256_fmadd_ps(load8<T>(r, d + 16), _mm256_loadu_ps(q + d + 16), a[2]);
+      a[3] = _mm256_fmadd_ps(load8<T>(r, d + 24), _mm256_loadu_ps(q + d + 24), a[3]);
+    }
+    for (int j = 0; d < D8; d += 8, ++j)
+      a[j] = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a[j]);
+    float s = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+    for (; d < D; ++d) s += load1<T>(r, d) * q[d];
+    out[i] = s;
+  }
+}
+
+// Rows four at a time: each 8-value slice of acc is loaded once, takes the four rows' terms in
+// row order (one fused multiply-add each) and is stored back, so the result is the same as one
+// row at a time.
+template <FloatRows T>
+void axpy_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+               float* acc) {
+  const int64_t D8 = D & ~int64_t{7};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint8_t* r0 = rows + i * stride;
+    const uint8_t* r1 = r0 + stride;
+    const uint8_t* r2 = r1 + stride;
+    const uint8_t* r3 = r2 + stride;
+    const __m256 w0 = _mm256_set1_ps(w[i]), w1 = _mm256_set1_ps(w[i + 1]),
+                 w2 = _mm256_set1_ps(w[i + 2]), w3 = _mm256_set1_ps(w[i + 3]);
+    for (int64_t d = 0; d < D8; d += 8) {
+      __m256 a = _mm256_loadu_ps(acc + d);
+      a = _mm256_fmadd_ps(w0, load8<T>(r0, d), a);
+      a = _mm256_fmadd_ps(w1, load8<T>(r1, d), a);
+      a = _mm256_fmadd_ps(w2, load8<T>(r2, d), a);
+      a = _mm256_fmadd_ps(w3, load8<T>(r3, d), a);
+      _mm256_storeu_ps(acc + d, a);
+    }
+    for (int64_t d = D8; d < D; ++d) {
+      float x = acc[d];
+      x = std::fma(w[i], load1<T>(r0, d), x);
+      x = std::fma(w[i + 1], load1<T>(r1, d), x);
+      x = std::fma(w[i + 2], load1<T>(r2, d), x);
+      x = std::fma(w[i + 3], load1<T>(r3, d), x);
+      acc[d] = x;
+    }
+  }
+  for (; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    const __m256 wi = _mm256_set1_ps(w[i]);
+    for (int64_t d = 0; d < D8; d += 8)
+      _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(wi, load8<T>(r, d), _mm256_loadu_ps(acc + d)));
+    for (int64_t d = D8; d < D; ++d) acc[d] = std::fma(w[i], load1<T>(r, d), acc[d]);
+  }
+}
+
+#endif
+
+template <template <FloatRows> class K, typename... A>
+void dispatch(FloatRows t, A... a) {
+  switch (t) {
+    case FloatRows::F32:
+      K<FloatRows::F32>::run(a...);
+      break;
+    case FloatRows::F16:
+      K<FloatRows::F16>::run(a...);
+      break;
+    case FloatRows::BF16:
+      K<FloatRows::BF16>::run(a...);
+      break;
+  }
+}
+
+template <FloatRows T>
+struct DotRef {
+  static void run(const uint8_t* r, int64_t s, int64_t n, int64_t D, const float* q, float* o) {
+    dot_ref<T>(r, s, n, D, q, o);
+  }
+};
+template <FloatRows T>
+struct AxpyRef {
+  static void run(const uint8_t* r, int64_t s, int64_t n, int64_t D, const float* w, float* a) {
+    axpy_ref<T>(r, s, n, D, w, a);
+  }
+};
+#if defined(VQ_ROWS_AVX2)
+template <FloatRows T>
+struct DotFast {
+  static void run(const uint8_t* r, int64_t s, int64_t n, int64_t D, const float* q, float* o) {
+    dot_fast<T>(r, s, n, D, q, o);
+  }
+};
+template <FloatRows T>
+struct AxpyFast {
+  static void run(const uint8_t* r, int64_t s, int64_t n, int64_t D, const float* w, float* a) {
+    axpy_fast<T>(r, s, n, D, w, a);
+  }
+};
+#else
+template <FloatRows T>
+using DotFast = DotRef<T>;
+template <FloatRows T>
+using AxpyFast = AxpyRef<T>;
+#endif
+
+}  // namespace
+
+void float_dot_rows(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                    const float* q, float* out) {
+  dispatch<DotFast>(t, rows, stride, n, D, q, out);
+}
+void float_dot_rows_ref(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                        const float* q, float* out) {
+  dispatch<DotRef>(t, rows, stride, n, D, q, out);
+}
+void float_axpy_rows(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                     const float* w, float* acc) {
+  dispatch<AxpyFast>(t, rows, stride, n, D, w, acc);
+}
+void float_axpy_rows_ref(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                         const float* w, float* acc) {
+  dispatch<AxpyRef>(t, rows, stride, n, D, w, acc);
+}
+
+bool float_rows_vectorized() {
+#if defined(VQ_ROWS_AVX2)
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace vq::store
