@@ -129,11 +129,12 @@ nlohmann::json config_json(const vq::ModelConfig& mc) {
 }
 
 void print_model_line(const std::string& model_path, const vq::ModelConfig& mc) {
-  std::printf("model %s (%s, dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
-              model_path.c_str(), mc.architecture.c_str(), static_cast<long long>(mc.dim),
-              static_cast<long long>(mc.n_layers), static_cast<long long>(mc.n_heads),
-              static_cast<long long>(mc.n_kv_heads), static_cast<long long>(mc.head_dim()),
-              static_cast<long long>(mc.seq_len));
+  std::printf(
+      "model %s (%s, dim %lld, %lld layers, %lld/%lld heads, head_dim %lld, context %lld)\n",
+      model_path.c_str(), mc.architecture.c_str(), static_cast<long long>(mc.dim),
+      static_cast<long long>(mc.n_layers), static_cast<long long>(mc.n_heads),
+      static_cast<long long>(mc.n_kv_heads), static_cast<long long>(mc.head_dim()),
+      static_cast<long long>(mc.seq_len));
 }
 
 std::string shell_quote(const std::string& s) {
@@ -256,8 +257,8 @@ void register_eval(CLI::App& app, Globals& g) {
       "perplexity, bytes held per token, speed. With no options: stories260K + tok512 on "
       "tinystories-val.txt with the default method set");
   struct Opts {
-    std::string model, tokenizer, text, text_ids, methods, json, plot, protocol = "decode",
-                                                       ratios = "0.25,0.5,0.75,0.875";
+    std::string model, tokenizer, text, text_ids, methods, json, plot,
+        protocol = "decode", ratios = "0.25,0.5,0.75,0.875";
     int64_t context = 0, continuation = 0;
     int64_t max_tokens = kDefaultMaxTokens, prefill = 0, skip_tokens = 0;
     uint64_t seed = 0;
