@@ -22,6 +22,9 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
   cmd->add_option("--only", o->only, "one group: attention, eviction, codec or generate")
       ->check(CLI::IsMember({"attention", "eviction", "codec", "generate"}));
   cmd->add_option("--models", o->s.models_dir, "directory holding stories260K.bin");
+  cmd->add_option("--model", o->s.model_path,
+                  "the generate rows' model: a llama2.c .bin, a .gguf or a Hugging Face "
+                  "directory (default: stories260K.bin)");
   cmd->callback([o, &g] {
     if (!o->only.empty()) {
       o->s.eviction = o->only == "eviction";

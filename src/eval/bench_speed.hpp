@@ -32,6 +32,9 @@ struct SpeedOptions {
   bool eviction = true;
   bool generate = true;
   std::string models_dir;  ///< for the generate rows ("" = default search)
+  /// The generate rows' model: a llama2.c .bin, a .gguf or a Hugging Face directory ("" =
+  /// stories260K.bin from models_dir or the default search).
+  std::string model_path;
   std::function<void(const std::string&)> progress;  ///< called before each row (may be empty)
 };
 

@@ -139,4 +139,18 @@ TEST(CliModel, GgufModelAndTextIds) {
       << pb.out;
 }
 
+TEST(CliModel, BenchSpeedGeneratesOnTheGivenModel) {
+  if (!have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";
+  VQ_REQUIRE_MODEL_FILE(gguf, "babyllama-char.gguf");
+  // The generate rows run the model named by --model (a .gguf here), with kvtc at 4 bits per
+  // value of that model's head_dim (16).
+  CliRun r = run_cli("bench speed --only generate --min-seconds 0 --model '" + gguf + "'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("babyllama-char.gguf"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kvtc:bit_budget=64"), std::string::npos) << r.out;
+  CliRun missing = run_cli("bench speed --only generate --model /nonexistent/m.gguf");
+  EXPECT_EQ(missing.status, 1) << missing.out;
+  EXPECT_NE(missing.out.find("/nonexistent/m.gguf"), std::string::npos) << missing.out;
+}
+
 }  // namespace
