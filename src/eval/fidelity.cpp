@@ -405,7 +405,6 @@ PrefillReport run_prefill_protocol(const Model& model,
     res[i].kept_per_head = eviction::one_shot_keep(N, runs[i].ratio);
   }
   Acc ref_acc;
-  Score ref_score;
   const int64_t total = rep.n_windows * static_cast<int64_t>(1 + runs.size());
   int64_t done = 0;
   std::vector<double> ref_lp, lp(static_cast<size_t>(V));
