@@ -174,30 +174,68 @@ bool with_format(GgmlType t, int64_t block, F&& f) {
   }
 }
 
+// Values 8k..8k+7 of a block as fp32. q8_0 widens straight from memory (one vpmovsxbd per piece,
+// no shuffles); q4_0 goes through the int8 codes unpacked by block_i8.
+template <GgmlType T, int B>
+inline __m256 piece(const uint8_t* blk, const __m128i v[2], int k) {
+  if constexpr (T == GgmlType::Q8_0) {
+    (void)v;
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + 8 * k))));
+  } else {
+    return piece_f32(v, k);
+  }
+}
+
+// Four sums of 8 lanes each, reduced together: r[j] = sum of the lanes of a[j].
+inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 s01 = _mm256_hadd_ps(a0, a1), s23 = _mm256_hadd_ps(a2, a3);
+  const __m256 s = _mm256_hadd_ps(s01, s23);
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+// One row's dot product kept as 8 lanes: per block, the 8-value pieces times the query in one
+// chain, then scaled by the block's scale into acc (even blocks into acc0, odd into acc1).
+template <GgmlType T, int B>
+inline __m256 row_dot_lanes(const uint8_t* r, int64_t nb, const float* q) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
+  constexpr int pieces = B / 8;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = r + b * bb;
+    const float* x = q + b * B;
+    __m128i v[2];
+    if constexpr (T != GgmlType::Q8_0) block_i8<T, B>(blk, v);
+    __m256 s = _mm256_mul_ps(piece<T, B>(blk, v, 0), _mm256_loadu_ps(x));
+    for (int k = 1; k < pieces; ++k)
+      s = _mm256_fmadd_ps(piece<T, B>(blk, v, k), _mm256_loadu_ps(x + 8 * k), s);
+    if (b & 1)
+      acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fast_scale(blk)), s, acc1);
+    else
+      acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fast_scale(blk)), s, acc0);
+  }
+  return _mm256_add_ps(acc0, acc1);
+}
+
+// Rows four at a time, their lane sums reduced together (one horizontal reduction per four
+// rows); a row's result does not depend on which group it falls in.
 template <GgmlType T, int B>
 void dot_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* q,
               float* out) {
-  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
-  constexpr int pieces = B / 8;
   const int64_t nb = D / B;
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
     const uint8_t* r = rows + i * stride;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = r + b * bb;
-      const float* x = q + b * B;
-      __m128i v[2];
-      block_i8<T, B>(blk, v);
-      __m256 s = _mm256_mul_ps(piece_f32(v, 0), _mm256_loadu_ps(x));
-      for (int k = 1; k < pieces; ++k)
-        s = _mm256_fmadd_ps(piece_f32(v, k), _mm256_loadu_ps(x + 8 * k), s);
-      // even and odd blocks in two accumulators (an order fixed by D and the block size)
-      if (b & 1)
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fast_scale(blk)), s, acc1);
-      else
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fast_scale(blk)), s, acc0);
-    }
-    out[i] = hsum(_mm256_add_ps(acc0, acc1));
+    const __m256 a0 = row_dot_lanes<T, B>(r, nb, q);
+    const __m256 a1 = row_dot_lanes<T, B>(r + stride, nb, q);
+    const __m256 a2 = row_dot_lanes<T, B>(r + 2 * stride, nb, q);
+    const __m256 a3 = row_dot_lanes<T, B>(r + 3 * stride, nb, q);
+    _mm_storeu_ps(out + i, hsum4(a0, a1, a2, a3));
+  }
+  for (; i < n; ++i) {
+    const __m256 a = row_dot_lanes<T, B>(rows + i * stride, nb, q);
+    const __m256 z = _mm256_setzero_ps();
+    out[i] = _mm_cvtss_f32(hsum4(a, z, z, z));
   }
 }
 
@@ -247,9 +285,9 @@ void axpy_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const 
       for (int64_t r = i; r < i + 4; ++r) {
         const uint8_t* blk = rows + r * stride + b * bb;
         __m128i v[2];
-        block_i8<T, B>(blk, v);
+        if constexpr (T != GgmlType::Q8_0) block_i8<T, B>(blk, v);
         const __m256 wd = _mm256_set1_ps(w[r] * fast_scale(blk));
-        for (int k = 0; k < pieces; ++k) s[k] = _mm256_fmadd_ps(wd, piece_f32(v, k), s[k]);
+        for (int k = 0; k < pieces; ++k) s[k] = _mm256_fmadd_ps(wd, piece<T, B>(blk, v, k), s[k]);
       }
       for (int k = 0; k < pieces; ++k) _mm256_storeu_ps(a + 8 * k, s[k]);
     }
@@ -259,11 +297,11 @@ void axpy_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const 
       float* a = acc + b * B;
       const uint8_t* blk = rows + i * stride + b * bb;
       __m128i v[2];
-      block_i8<T, B>(blk, v);
+      if constexpr (T != GgmlType::Q8_0) block_i8<T, B>(blk, v);
       const __m256 wd = _mm256_set1_ps(w[i] * fast_scale(blk));
       for (int k = 0; k < pieces; ++k)
         _mm256_storeu_ps(a + 8 * k,
-                         _mm256_fmadd_ps(wd, piece_f32(v, k), _mm256_loadu_ps(a + 8 * k)));
+                         _mm256_fmadd_ps(wd, piece<T, B>(blk, v, k), _mm256_loadu_ps(a + 8 * k)));
     }
 }
 
