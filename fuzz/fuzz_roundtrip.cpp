@@ -10,9 +10,11 @@
 //   - encode(x) twice gives byte-identical sections (determinism), and each section's byte
 //     breakdown adds up to its size;
 //   - decode(encode(x)) stays within the method's stated error:
-//       q8_0 (ggml block of 32 values along a token's row, scale d = amax / 127 stored as fp16):
+//       q8_0 (blocks of 32 values, or the block=16 / block=8 variants, inside each head's row;
+//         a head_dim none of them divides is refused; scale d = amax / 127 stored as fp16):
 //         |x - x_hat| <= 0.5 * d * (1 + 2^-10) + 127 * |d - fp16(d)| + 2^-24 * 128 per value,
-//         bounded here by 0.51 * amax_row / 127 + 127 * amax_row / 127 * 2^-11 + 1e-5;
+//         bounded here by 0.51 * amax_row / 127 + 127 * amax_row / 127 * 2^-11 + 1e-5, with
+//         amax_row the largest |x| of the token's row in that head (a block never leaves it);
 //       kvtc at 8 bits for every component (bit_budget = 8 D, bit_choices = 0,8): each latent is
 //         quantized by a min/max quantizer with 255 steps, and |latent| <= R = max_t ||x_t -
 //         mean||, so the per-token L2 error is <= sqrt(D) * 2R / 510 (plus fp32 slack 1e-4 (R +
@@ -59,7 +61,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string spec;
   enum class Bound { Q8, KvtcFull, KvtcLossy } bound;
   if (sel == 0) {
-    spec = "q8_0";
+    if (D % 8 != 0) {  // no block size tiles the head: refused, naming head_dim
+      try {
+        (void)vq::make_codec("q8_0:block=8", D);
+      } catch (const vq::InvalidArgument& e) {
+        VQ_FUZZ_ASSERT(std::string(e.what()).find("head_dim") != std::string::npos,
+                       "q8_0 refusal does not name head_dim");
+        return 0;
+      }
+      vq::fuzz::fail("q8_0:block=8 accepted head_dim " + std::to_string(D));
+    }
+    spec = D % 32 == 0 ? "q8_0" : D % 16 == 0 ? "q8_0:block=16" : "q8_0:block=8";
     bound = Bound::Q8;
   } else if (sel == 1) {
     spec = "kvtc:bit_budget=" + std::to_string(8 * D) + ",bit_choices=0,8,chunk_tokens=16";
@@ -131,13 +143,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         emax = std::max(emax, e);
       }
       if (bound == Bound::Q8) {
-        // The row of token t spans every head: its amax bounds every block's amax.
+        // Blocks lie inside the head: the row's amax in this head bounds every block's amax.
         double row_amax = 0;
-        for (int64_t g = 0; g < H; ++g) {
-          for (int64_t d = 0; d < D; ++d) {
-            row_amax = std::max(row_amax, std::fabs(static_cast<double>(x[(g * S + t) * D + d])));
-          }
-        }
+        for (int64_t d = 0; d < D; ++d)
+          row_amax = std::max(row_amax, std::fabs(static_cast<double>(xh[t * D + d])));
         const double lim = 0.51 * row_amax / 127 + row_amax * std::ldexp(1.0, -11) + 1e-5;
         VQ_FUZZ_ASSERT(emax <= lim,
                        spec + ": error " + std::to_string(emax) + " > " + std::to_string(lim));

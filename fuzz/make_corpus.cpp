@@ -198,8 +198,10 @@ void vqkv_seeds() {
       {"kvtc_l2hsd", "kvtc:bit_budget=8,chunk_tokens=4", {1, 2, 1, 9, 4}},
       {"uniform_lhsd", "uniform:bit_budget=8", {2, 1, 8, 4}},
       {"svdq_hsd", "svdq_split", {1, 12, 4}},
-      {"q8_0_hsd", "q8_0", {2, 6, 8}},
-      {"q4_0_sd", "q4_0", {5, 16}},
+      // (q8_0_hsd_v1 and q4_0_sd_v1 in the corpus are the same two cases as version 1 wrote
+      // them, blocks along a token's row of all heads, with seeds 36 and 37.)
+      {"q8_0_hsd", "q8_0:block=8", {2, 6, 8}},
+      {"q4_0_sd", "q4_0:block=16", {5, 16}},
       {"kvtc_empty", "kvtc", {1, 0, 4}},
   };
   uint64_t seed = 31;

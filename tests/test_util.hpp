@@ -5,6 +5,8 @@
 #include <string>
 
 #include "core/rng.hpp"
+#include "veloxquant/config.hpp"
+#include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
 
 namespace vqtest {
@@ -21,6 +23,16 @@ inline vq::Tensor random_tensor(int64_t B, int64_t H, int64_t S, int64_t D, uint
           t.at(b, h, s, d) =
               static_cast<float>(scale * rng.normal() / (1.0 + 0.3 * static_cast<double>(d)));
   return t;
+}
+
+/// A spec usable at head_dim D: q8_0 / q4_0 blocks lie inside a head, so where llama.cpp's block
+/// of 32 does not divide D and the spec names no block, the block=16 or block=8 variant.
+inline vq::CacheConfig spec_at_dim(const std::string& spec, int64_t D) {
+  vq::CacheConfig c = vq::CacheConfig::parse(spec);
+  if (vq::find_option(vq::find_method(c.method()), "block") != nullptr && !c.is_set("block") &&
+      D % 32 != 0)
+    c.set("block", D % 16 == 0 ? "16" : "8");
+  return c;
 }
 
 /// Directory holding the real models, or "" when absent (tests then skip).

@@ -98,7 +98,7 @@ int main(void) {
   const int64_t shape[3] = {H, S, D};
   uint8_t* blob = NULL;
   size_t blob_size = 0;
-  CHECK(vq_compress(keys, shape, 3, "q8_0", &blob, &blob_size));
+  CHECK(vq_compress(keys, shape, 3, "q8_0:block=16", &blob, &blob_size));
   float* back = NULL;
   int64_t back_shape[5];
   int ndim = 0;

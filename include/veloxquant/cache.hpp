@@ -96,6 +96,11 @@ class KVCache {
 
   /// True if this cache wants keys before RoPE (the engine then rotates what it fetches).
   virtual bool wants_pre_rope_keys() const { return false; }
+  /// Replaces n rows of keys (kv = 0) or values (kv = 1) of KV head h (head_dim values each,
+  /// `stride` floats apart) by what this cache would read back after storing them, so that a
+  /// prefill attends its own chunk at the precision later steps see it (llama.cpp stores a
+  /// batch's K/V in its cache before attention reads them). The default keeps fp16 rows.
+  virtual void round_as_stored(int kv, int64_t h, float* rows, int64_t n, int64_t stride);
   /// True if attention should round queries to q8_0 blocks of *block values for K.Q (llama.cpp's
   /// behaviour over a quantized K cache).
   virtual bool quantizes_queries(int64_t* block) const {
@@ -146,6 +151,8 @@ class Fp32RowsCache : public KVCache {
   const int64_t* positions(int64_t b, int64_t h) const override;
   int64_t kept(int64_t b, int64_t h) const override;
   CacheStats stats() const override;
+  /// fp32 rows: kept as they are.
+  void round_as_stored(int, int64_t, float*, int64_t, int64_t) override {}
 
  protected:
   void on_shape_known(int64_t B, int64_t H) override;

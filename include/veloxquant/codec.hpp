@@ -6,10 +6,10 @@
 // The same input always gives the same bytes.
 //
 // Sections are the unit a container (the .vqkv file format) stores:
-//   - per-head methods (kvtc, uniform, svdq_split) write H sections, section h holding head h;
-//   - heads_coupled methods (q8_0, q4_0: llama.cpp blocks span a token's row of all heads) write
-//   one
-//     section with head = -1 holding every head.
+//   - per-head methods (every registered one: kvtc, uniform, q8_0, ...) write H sections,
+//     section h holding head h;
+//   - heads_coupled codecs write one section with head = -1 holding every head (only the reader
+//     of .vqkv version-1 q8_0 / q4_0 files, whose blocks spanned a token's row of all heads).
 // A section's bytes are self-contained given the block's (H, S, D) and the codec's config: the
 // container stores those, the method spec string (config().to_string()) and the section bytes.
 // Byte layouts are documented in docs/kvtc.md.

@@ -40,8 +40,9 @@ struct MethodInfo {
   Family family = Family::Eviction;
   std::string description;  ///< one line
   std::vector<OptionSpec> options;
-  /// True when heads of one layer share state (e.g. q8_0 blocks span every head of a token row),
-  /// so results for one head depend on the others. The generic head-independence test skips these.
+  /// True when heads of one layer share state, so results for one head depend on the others
+  /// (no registered method does today: q8_0 / q4_0 blocks lie inside a head since .vqkv version
+  /// 2). The generic head-independence test skips these.
   bool heads_coupled = false;
   /// Builds one layer's cache.
   std::function<std::unique_ptr<KVCache>(const CacheConfig&, const CacheContext&)> make_cache;

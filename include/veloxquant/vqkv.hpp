@@ -21,8 +21,11 @@
 
 namespace vq {
 
-/// Format version written by this library (the u16 after the magic). Readers refuse others.
-constexpr uint16_t kVqkvVersion = 1;
+/// Format version written by this library (the u16 after the magic). Version 2 stores q8_0 /
+/// q4_0 per head (blocks inside a head, as the cache holds them); version 1 files, whose q8_0 /
+/// q4_0 blocks ran along a token's row of all heads, are still read. Others are refused.
+constexpr uint16_t kVqkvVersion = 2;
+constexpr uint16_t kVqkvOldestVersion = 1;
 
 /// How the stored array is arranged. Stored as a u8; values are never reused.
 enum class VqkvLayout : uint8_t {

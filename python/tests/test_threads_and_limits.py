@@ -67,8 +67,8 @@ def test_separate_caches_in_threads_match_a_serial_run():
         np.testing.assert_array_equal(g, want)
 
 
-@pytest.mark.parametrize("spec,value", [("kivi", 7e4), ("gear", 7e4), ("q8_0", 1e38),
-                                        ("q4_0", 1e38), ("kvtc:bit_budget=32", 1e38)])
+@pytest.mark.parametrize("spec,value", [("kivi", 7e4), ("gear", 7e4), ("q8_0:block=8", 1e38),
+                                        ("q4_0:block=8", 1e38), ("kvtc:bit_budget=32", 1e38)])
 def test_compress_refuses_values_outside_the_codec_range(spec, value):
     a = np.random.default_rng(1).standard_normal((2, 64, 16)).astype(np.float32)
     a[1, 5, 3] = value
@@ -78,7 +78,7 @@ def test_compress_refuses_values_outside_the_codec_range(spec, value):
 
 def test_decompress_accepts_any_byte_buffer():
     a = np.random.default_rng(2).standard_normal((2, 32, 16)).astype(np.float32)
-    blob = vq.compress(a, "q8_0")
+    blob = vq.compress(a, "q8_0:block=8")
     want = vq.decompress(blob)
     for b in (bytearray(blob), memoryview(blob), np.frombuffer(blob, dtype=np.uint8)):
         np.testing.assert_array_equal(vq.decompress(b), want)
@@ -90,7 +90,7 @@ def test_decompress_accepts_any_byte_buffer():
 def test_decompress_to_float16_refuses_values_beyond_its_range():
     a = np.random.default_rng(3).standard_normal((2, 32, 16)).astype(np.float32)
     a[0, 1, 2] = 1e6
-    blob = vq.compress(a, "q8_0")
+    blob = vq.compress(a, "q8_0:block=8")
     assert np.isfinite(vq.decompress(blob)).all()
     with pytest.raises(ValueError, match="outside float16's range"):
         vq.decompress(blob, dtype="float16")

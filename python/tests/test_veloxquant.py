@@ -124,7 +124,7 @@ def test_errors_are_value_errors_with_the_library_message():
 @pytest.mark.parametrize("shape", [(64, 32), (3, 64, 32), (2, 3, 64, 32), (2, 2, 3, 64, 32)])
 def test_compress_round_trip_shapes(shape):
     x = rng(7).standard_normal(shape).astype(np.float32)
-    blob = vq.compress(x, "q8_0")
+    blob = vq.compress(x, "q8_0:block=8")
     assert isinstance(blob, bytes)
     y = vq.decompress(blob)
     assert y.shape == x.shape and y.dtype == np.float32
@@ -162,11 +162,11 @@ def test_damaged_blobs_raise_value_error():
     with pytest.raises(ValueError, match="no block codec"):
         vq.compress(x, "h2o:budget=8")
     with pytest.raises(ValueError):
-        vq.compress(x.astype(np.int32), "q8_0")
+        vq.compress(x.astype(np.int32), "q8_0:block=8")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("spec", ["kvtc:bit_budget=64", "q4_0", "svdq_split"])
+@pytest.mark.parametrize("spec", ["kvtc:bit_budget=64", "q4_0:block=8", "svdq_split"])
 def test_python_and_cli_give_identical_bytes(tmp_path, cli, dtype, spec):
     x = rng(10).standard_normal((2, 2, 2, 48, 16)).astype(dtype)
     np.save(tmp_path / "kv.npy", x)
@@ -209,7 +209,7 @@ def test_cli_reads_what_numpy_writes_and_refuses_what_it_should(tmp_path, cli):
     with open(tmp_path / "v3.npy", "wb") as f:
         np.lib.format.write_array(f, x.astype(np.float32), version=(3, 0))
     for name in list(ok) + ["v2.npy", "v3.npy"]:
-        r = subprocess.run([cli, "-q", "compress", "-m", "q8_0", str(tmp_path / name),
+        r = subprocess.run([cli, "-q", "compress", "-m", "q8_0:block=8", str(tmp_path / name),
                             str(tmp_path / "o.vqkv")], capture_output=True, text=True)
         assert r.returncode == 0, (name, r.stderr)
     bad = {
@@ -220,13 +220,13 @@ def test_cli_reads_what_numpy_writes_and_refuses_what_it_should(tmp_path, cli):
     }
     for name, (arr, needle) in bad.items():
         np.save(tmp_path / name, arr)
-        r = subprocess.run([cli, "compress", "-m", "q8_0", str(tmp_path / name),
+        r = subprocess.run([cli, "compress", "-m", "q8_0:block=8", str(tmp_path / name),
                             str(tmp_path / "o.vqkv")], capture_output=True, text=True)
         assert r.returncode == 1, name
         assert needle in r.stderr and r.stderr.count("\n") == 1, (name, r.stderr)
     # A truncated .npy: header lie detected.
     raw = (tmp_path / "f32.npy").read_bytes()
     (tmp_path / "cut.npy").write_bytes(raw[:-5])
-    r = subprocess.run([cli, "compress", "-m", "q8_0", str(tmp_path / "cut.npy"),
+    r = subprocess.run([cli, "compress", "-m", "q8_0:block=8", str(tmp_path / "cut.npy"),
                         str(tmp_path / "o.vqkv")], capture_output=True, text=True)
     assert r.returncode == 1 and "truncated" in r.stderr

@@ -20,8 +20,7 @@ const char* type_name(coding::GgmlType t) {
 
 }  // namespace
 
-GgmlCodec::GgmlCodec(coding::GgmlType type, int64_t dim, int64_t block, bool quant_q, bool keys)
-    : RowCodec(dim), type_(type), block_(block), quant_q_(quant_q), keys_(keys) {
+void check_ggml_geometry(coding::GgmlType type, int64_t dim, int64_t block) {
   VQ_CHECK(block == 32 || block == 16 || block == 8, InvalidArgument, type_name(type),
            ": block = ", block, " is not supported; allowed 32 (llama.cpp), 16 or 8");
   VQ_CHECK(dim >= 1, InvalidArgument, type_name(type), ": head_dim = ", dim, " must be >= 1");
@@ -37,6 +36,11 @@ GgmlCodec::GgmlCodec(coding::GgmlType type, int64_t dim, int64_t block, bool qua
              "; blocks lie inside one head, so block must divide head_dim",
              dim % 8 == 0 ? " (block=8 does)" : " (no supported block size 8, 16, 32 does)");
   }
+}
+
+GgmlCodec::GgmlCodec(coding::GgmlType type, int64_t dim, int64_t block, bool quant_q, bool keys)
+    : RowCodec(dim), type_(type), block_(block), quant_q_(quant_q), keys_(keys) {
+  check_ggml_geometry(type, dim, block);
 }
 
 void GgmlCodec::encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) {

@@ -54,6 +54,9 @@ class GgmlCodec final : public store::RowCodec {
   bool quant_q_, keys_;
 };
 
+/// Throws InvalidArgument unless block is 8, 16 or 32 and divides dim (head_dim), with a message
+/// that says why blocks must lie inside a head.
+void check_ggml_geometry(coding::GgmlType type, int64_t dim, int64_t block);
 /// The options q8_0 and q4_0 take: block (32 | 16 | 8) and quant_q.
 std::vector<OptionSpec> ggml_codec_options();
 /// The codec of one stream of a q8_0 / q4_0 cache.

@@ -2,6 +2,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -99,6 +100,8 @@ void PcaCodec::take_model(const std::vector<uint8_t>& header) {
     mean_ = own_mean_.data();
     for (int64_t j = 0; j < k; ++j) basis_rows_[static_cast<size_t>(j)] = own_basis_.data() + j * D;
   }
+  static std::atomic<uint64_t> next_model{1};
+  model_id_ = next_model.fetch_add(1, std::memory_order_relaxed);
   fitted_ = true;
 }
 
@@ -141,11 +144,8 @@ void PcaCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* co
   }
 }
 
-void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const {
-  const int64_t D = dim(), k = kept(), rb = row_bytes_;
-  // Per-component dequantizer of this chunk.
-  std::vector<float> mins(static_cast<size_t>(k)), scales(static_cast<size_t>(k));
-  for (int64_t j = 0; j < k; ++j) {
+void PcaCodec::chunk_ranges(const uint8_t* params, float* mins, float* scales) const {
+  for (int64_t j = 0; j < kept(); ++j) {
     coding::AffineParams p;
     if (fixed_ranges_) {
       p = fixed_[static_cast<size_t>(j)];
@@ -153,9 +153,102 @@ void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, fl
       std::memcpy(&p.min, params + 8 * j, 4);
       std::memcpy(&p.scale, params + 8 * j + 4, 4);
     }
-    mins[static_cast<size_t>(j)] = p.min;
-    scales[static_cast<size_t>(j)] = p.scale;
+    mins[j] = p.min;
+    scales[j] = p.scale;
   }
+}
+
+namespace {
+
+// The latest query a thread projected, per model: attention asks for the same query once per
+// run of rows (a chunk), so the k x D projection is paid once per query, not once per chunk.
+struct QueryMemo {
+  uint64_t model = 0;
+  std::vector<float> q;     // [D] the query
+  std::vector<float> proj;  // [k] basis_j . q
+  float mean_dot = 0.0f;    // mean . q
+};
+
+}  // namespace
+
+void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                        float* out) const {
+  if (n <= 0) return;
+  const int64_t D = dim(), k = kept(), rb = row_bytes_;
+  thread_local QueryMemo memo;
+  const size_t Dz = static_cast<size_t>(D);
+  if (memo.model != model_id_ || memo.q.size() != Dz ||
+      std::memcmp(memo.q.data(), q, sizeof(float) * Dz) != 0) {
+    memo.model = model_id_;
+    memo.q.assign(q, q + D);
+    memo.proj.resize(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) {
+      const float* bj = basis_rows_[static_cast<size_t>(j)];
+      float s = 0.0f;
+      for (int64_t d = 0; d < D; ++d) s = madd(bj[d], q[d], s);
+      memo.proj[static_cast<size_t>(j)] = s;
+    }
+    float m = 0.0f;
+    for (int64_t d = 0; d < D; ++d) m = madd(mean_[d], q[d], m);
+    memo.mean_dot = m;
+  }
+  // Per chunk: c0 = mean . q + sum_j min_j q'_j, w_j = scale_j q'_j.
+  thread_local std::vector<float> wj, mins, scales;
+  thread_local std::vector<uint8_t> code;
+  wj.resize(static_cast<size_t>(k));
+  mins.resize(static_cast<size_t>(k));
+  scales.resize(static_cast<size_t>(k));
+  code.resize(static_cast<size_t>(k));
+  chunk_ranges(params, mins.data(), scales.data());
+  float c0 = memo.mean_dot;
+  for (int64_t j = 0; j < k; ++j) {
+    const float pj = memo.proj[static_cast<size_t>(j)];
+    c0 = madd(mins[static_cast<size_t>(j)], pj, c0);
+    wj[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)] * pj;
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    unpack_var(codes + t * rb, widths_.data(), k, code.data());
+    float s = c0;
+    for (int64_t j = 0; j < k; ++j)
+      s = madd(static_cast<float>(code[static_cast<size_t>(j)]), wj[static_cast<size_t>(j)], s);
+    out[t] = s;
+  }
+}
+
+void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                         float* acc) const {
+  if (n <= 0) return;
+  const int64_t D = dim(), k = kept(), rb = row_bytes_;
+  thread_local std::vector<float> lat, mins, scales;
+  thread_local std::vector<uint8_t> code;
+  lat.assign(static_cast<size_t>(k), 0.0f);
+  mins.resize(static_cast<size_t>(k));
+  scales.resize(static_cast<size_t>(k));
+  code.resize(static_cast<size_t>(k));
+  float wsum = 0.0f;
+  for (int64_t t = 0; t < n; ++t) {
+    unpack_var(codes + t * rb, widths_.data(), k, code.data());
+    const float wt = w[t];
+    wsum += wt;
+    for (int64_t j = 0; j < k; ++j)
+      lat[static_cast<size_t>(j)] =
+          madd(wt, static_cast<float>(code[static_cast<size_t>(j)]), lat[static_cast<size_t>(j)]);
+  }
+  chunk_ranges(params, mins.data(), scales.data());
+  for (int64_t d = 0; d < D; ++d) acc[d] = madd(wsum, mean_[d], acc[d]);
+  for (int64_t j = 0; j < k; ++j) {
+    const float a = madd(scales[static_cast<size_t>(j)], lat[static_cast<size_t>(j)],
+                         mins[static_cast<size_t>(j)] * wsum);
+    const float* bj = basis_rows_[static_cast<size_t>(j)];
+    for (int64_t d = 0; d < D; ++d) acc[d] = madd(a, bj[d], acc[d]);
+  }
+}
+
+void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const {
+  const int64_t D = dim(), k = kept(), rb = row_bytes_;
+  // Per-component dequantizer of this chunk.
+  std::vector<float> mins(static_cast<size_t>(k)), scales(static_cast<size_t>(k));
+  chunk_ranges(params, mins.data(), scales.data());
   std::vector<uint8_t> q(static_cast<size_t>(k));
   std::vector<float> acc(static_cast<size_t>(D));
   float* a = acc.data();

@@ -59,6 +59,25 @@ class PcaCodec final : public store::RowCodec {
   int64_t chunk_param_bytes(int64_t) const override { return fixed_ranges_ ? 0 : 8 * kept(); }
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
+  /// In the latent space: the query is projected on the kept components once (q'_j = basis_j . q,
+  /// reused while the same query comes back, per thread), then each row costs k multiply-adds
+  /// on its codes: row . q = mean . q + sum_j (min_j + code_j scale_j) q'_j.
+  void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                float* out) const override;
+  /// Weighted codes summed per component (k per row), then un-projected once per call:
+  /// acc += (sum w) mean + sum_j (min_j sum w + scale_j sum_t w_t code_tj) basis_j.
+  void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                 float* acc) const override;
+  /// Reference twins: decode the rows, then the fp32 product (what dot_rows / axpy_rows equal up
+  /// to rounding).
+  void dot_rows_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                    float* out) const {
+    RowCodec::dot_rows(params, codes, n, q, out);
+  }
+  void axpy_rows_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                     float* acc) const {
+    RowCodec::axpy_rows(params, codes, n, w, acc);
+  }
 
   bool wants_pre_rope() const override { return g_.pre_rope; }
   int64_t state_bytes() const override;
@@ -73,12 +92,15 @@ class PcaCodec final : public store::RowCodec {
 
  private:
   void take_model(const std::vector<uint8_t>& header);
+  /// This chunk's dequantizer: mins[j], scales[j].
+  void chunk_ranges(const uint8_t* params, float* mins, float* scales) const;
 
   std::unique_ptr<transform::RowCoder> fitter_;  // released after fit
   transform::PcaSettings reader_;
   transform::StreamId id_;
   PcaGeometry g_;
   bool given_model_ = false, fitted_ = false, fixed_ranges_ = false;
+  uint64_t model_id_ = 0;  // unique per fitted model in this process (keys the query memo)
   int64_t row_bytes_ = 0, header_bytes_ = 0, external_bytes_ = 0, external_entry_ = -1;
   std::vector<uint8_t> widths_;                     // [k]
   std::vector<float> own_mean_, own_basis_;         // local model: [D], [k, D]

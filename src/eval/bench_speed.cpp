@@ -378,6 +378,12 @@ void add_attention_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
       {"q4_0", "q4_0 rows via the store, on the codes", true, "fp16", ""},
       {"q8_0", "q8_0 rows via the store, decoded into scratch", false, "fp16",
        "the previous read() path"},
+      {"kvtc:bit_budget=256", "kvtc 256 bits/token, latent space", true, "fp16",
+       "PCA: k components per row"},
+      {"kvtc:bit_budget=256", "kvtc 256 bits/token, decoded into scratch", false, "fp16",
+       "the previous read() path"},
+      {"uniform:bit_budget=256", "uniform 256 bits/token, latent space", true, "fp16", ""},
+      {"palu", "palu, latent space", true, "fp16", ""},
   };
   double t16 = 0;
   for (const Arm& arm : arms) {

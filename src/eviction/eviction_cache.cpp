@@ -75,6 +75,25 @@ int64_t EvictionCache::kept(int64_t b, int64_t h) const {
   return heads_[static_cast<size_t>(b * kv_heads() + h)].n;
 }
 
+void EvictionCache::round_as_stored(int kv, int64_t h, float* rows, int64_t n, int64_t stride) {
+  VQ_CHECK(kv == 0 || kv == 1, InvalidArgument, "round_as_stored: kv = ", kv, " must be 0 or 1");
+  if (!heads_.empty()) {
+    check_head(0, h);
+    heads_[static_cast<size_t>(h)].kv.round_trip(kv, rows, n, stride);
+    return;
+  }
+  const CacheConfig& codec = context().codec;
+  if (codec.method().empty()) {  // fp16 rows
+    store::Fp16Codec c(head_dim());
+    store::round_trip_rows(c, rows, n, stride);
+    return;
+  }
+  auto c = find_method(codec.method())
+               .make_row_codec(
+                   codec, store::StreamInfo{head_dim(), context().layer, h, 0, kv, context().seed});
+  store::round_trip_rows(*c, rows, n, stride);
+}
+
 bool EvictionCache::wants_pre_rope_keys() const {
   return pre_rope_;
 }

@@ -68,6 +68,8 @@ class EvictionCache : public KVCache {
   const store::RowSource& values(int64_t b, int64_t h) const override;
   const int64_t* positions(int64_t b, int64_t h) const override;
   int64_t kept(int64_t b, int64_t h) const override;
+  /// Through the head's codec (a codec probe for head h before the first update).
+  void round_as_stored(int kv, int64_t h, float* rows, int64_t n, int64_t stride) override;
   bool wants_pre_rope_keys() const override;
   bool quantizes_queries(int64_t* block) const override;
   CacheStats stats() const override;

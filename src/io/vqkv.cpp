@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "coding/ggml_blocks.hpp"
+#include "transform/ggml_method.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 
@@ -173,6 +174,8 @@ int64_t checked_dim(uint64_t v, int64_t lo, int64_t hi, const char* name) {
 std::unique_ptr<BlockCodec> codec_for(const VqkvHeader& h) {
   try {
     const CacheConfig config = CacheConfig::parse(h.spec);
+    if (h.version == 1)  // q8_0 / q4_0 blocks spanned the heads then
+      if (auto old = transform::make_ggml_v1_codec(config, h.D)) return old;
     const MethodInfo& m = find_method(config.method());
     VQ_CHECK(static_cast<bool>(m.make_codec), FormatError, "vqkv: method '", m.id,
              "' in the file has no block codec (family ", family_name(m.family), ")");
@@ -187,13 +190,16 @@ std::unique_ptr<BlockCodec> codec_for(const VqkvHeader& h) {
 // exact for the fixed-rate formats (q8_0, q4_0, fp16), one byte per chunk (its token count) for
 // the chunked ones. Checked against each section's size before anything is decoded, so a header
 // that claims a huge S over a few bytes is refused at once instead of after the allocation.
-uint64_t min_section_bytes(const CacheConfig& c, int64_t S, int64_t W) {
+uint64_t min_section_bytes(const CacheConfig& c, int64_t S, int64_t W, bool coupled) {
   if (S <= 0) return 0;
   const uint64_t s = static_cast<uint64_t>(S), w = static_cast<uint64_t>(W);
   const std::string& m = c.method();
-  if (m == "q8_0" || m == "q4_0")
-    return s * static_cast<uint64_t>(coding::ggml_row_bytes(
-                   m == "q8_0" ? coding::GgmlType::Q8_0 : coding::GgmlType::Q4_0, W));
+  if (m == "q8_0" || m == "q4_0") {
+    const auto t = m == "q8_0" ? coding::GgmlType::Q8_0 : coding::GgmlType::Q4_0;
+    if (coupled) return s * static_cast<uint64_t>(coding::ggml_row_bytes(t, W));  // version 1
+    const int64_t block = std::stoll(c.get_string("block"));
+    return s * static_cast<uint64_t>(W / block * coding::ggml_block_bytes(t, block));
+  }
   if (m == "svdq" && c.get_string("kind") == "v") return 2 * s * w;  // fp16 rows
   if (m == "kivi") {
     // fp16 window: the tokens not in a full group beyond `residual`, 2 bytes per value.
@@ -360,8 +366,9 @@ VqkvIndex vqkv_parse(const uint8_t* data, size_t size, const VqkvReadOptions& op
   const uint8_t* p = data;
   VQ_CHECK(std::memcmp(p, kMagic, 8) == 0, FormatError, "vqkv: bad magic (not a .vqkv file)");
   const uint16_t version = get_u16(p + kOffVersion);
-  VQ_CHECK(version == kVqkvVersion, FormatError, "vqkv: format version ", version,
-           " is not supported (this build reads version ", kVqkvVersion, ")");
+  VQ_CHECK(version >= kVqkvOldestVersion && version <= kVqkvVersion, FormatError,
+           "vqkv: format version ", version, " is not supported (this build reads versions ",
+           kVqkvOldestVersion, " to ", kVqkvVersion, ")");
   // Locate the header checksum: every size is checked against the file before it is used.
   const uint32_t spec_len = get_u32(p + kOffSpecLen);
   VQ_CHECK(spec_len <= kMaxSpecBytes, FormatError, "vqkv: spec length ", spec_len,
@@ -421,7 +428,7 @@ VqkvIndex vqkv_parse(const uint8_t* data, size_t size, const VqkvReadOptions& op
            " per block");
   idx.sections.reserve(static_cast<size_t>(n_sections));
   const int64_t width = codec->heads_coupled() ? h.H * h.D : h.D;
-  const uint64_t min_bytes = min_section_bytes(codec->config(), h.S, width);
+  const uint64_t min_bytes = min_section_bytes(codec->config(), h.S, width, codec->heads_coupled());
   uint64_t offset = table_end + kChecksumBytes;
   const uint8_t* entry = p + kFixedHeaderBytes + spec_len;
   for (int64_t l = 0; l < h.L; ++l) {

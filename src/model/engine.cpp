@@ -322,10 +322,17 @@ struct Engine::Impl {
             round_query_q8(Qk.row(s).data() + h * D, Qk.row(s).data() + h * D, qblock);
         Qs = &Qk;
       }
-      // The chunk's own rows as attention sees them: at fp16, the precision the cache keeps new
-      // rows at (so that prefilling a chunk and stepping through it agree for `full`).
-      Krh = Kr.unaryExpr([](float x) { return round_to_fp16(x); });
-      Vvh = Vv.unaryExpr([](float x) { return round_to_fp16(x); });
+      // The chunk's own rows as attention sees them: as the cache will hold them (fp16 rows,
+      // q8_0 blocks, a chunked codec's fp16 window), so that prefilling a chunk and stepping
+      // through it agree. Pre-RoPE keys are stored before the rotation: rounded, then rotated.
+      Krh = pre ? K : Kr;
+      Vvh = Vv;
+      for (int64_t kh = 0; kh < Hkv; ++kh) {
+        cache.round_as_stored(0, kh, Krh.data() + kh * D, S, kv_dim);
+        cache.round_as_stored(1, kh, Vvh.data() + kh * D, S, kv_dim);
+      }
+      if (pre)
+        for (int64_t s = 0; s < S; ++s) rope(Krh.row(s).data(), Hkv, pos0 + s);
       // What was kept before this chunk is read block by block; the chunk's own rows follow.
       for (int64_t kh = 0; kh < Hkv; ++kh) {
         const bool any = cache.batch() > 0;

@@ -63,6 +63,7 @@ HeadStore::HeadStore(std::unique_ptr<RowCodec> k, std::unique_ptr<RowCodec> v) {
   chunk_rows_ = k->chunk_rows();
   codec_[0] = std::move(k);
   codec_[1] = std::move(v);
+  for (int kv = 0; kv < 2; ++kv) pool_[kv] = RowPages(pool_row_bytes(kv));
   src_[0] = std::make_unique<Source>(this, 0);
   src_[1] = std::make_unique<Source>(this, 1);
 }
@@ -109,9 +110,7 @@ int64_t HeadStore::append(const float* k, const float* v, int64_t pos) {
   }
   const float* src[2] = {k, v};
   for (int kv = 0; kv < 2; ++kv) {
-    const int64_t rb = pool_row_bytes(kv);
-    grow_to(pool_[kv], static_cast<size_t>((prow + 1) * rb));
-    uint8_t* dst = pool_[kv].data() + prow * rb;
+    uint8_t* dst = pool_[kv].push_back();
     if (chunked())
       fp32_to_fp16_n(src[kv], reinterpret_cast<uint16_t*>(dst), D_);
     else
@@ -137,11 +136,7 @@ int64_t HeadStore::append(const float* k, const float* v, int64_t pos) {
 void HeadStore::drop_pool_row(int32_t row) {
   const int32_t last = static_cast<int32_t>(pool_rows()) - 1;
   if (row != last) {
-    for (int kv = 0; kv < 2; ++kv) {
-      const int64_t rb = pool_row_bytes(kv);
-      std::memcpy(pool_[kv].data() + row * rb, pool_[kv].data() + last * rb,
-                  static_cast<size_t>(rb));
-    }
+    for (int kv = 0; kv < 2; ++kv) pool_[kv].copy_row(last, row);
     if (chunked()) {
       const int32_t moved = pool_owner_[static_cast<size_t>(last)];
       pool_owner_[static_cast<size_t>(row)] = moved;
@@ -153,8 +148,8 @@ void HeadStore::drop_pool_row(int32_t row) {
     maybe_shrink(pool_owner_);
   }
   for (int kv = 0; kv < 2; ++kv) {
-    pool_[kv].resize(static_cast<size_t>(last) * static_cast<size_t>(pool_row_bytes(kv)));
-    maybe_shrink(pool_[kv]);
+    pool_[kv].pop_back();
+    pool_[kv].trim();
   }
 }
 
@@ -226,7 +221,7 @@ void HeadStore::gather(int kv, const std::vector<int32_t>& rows, std::vector<flo
     if (stage_n_ > 0 && si >= 0 && si < stage_n_ && stage_ok_[static_cast<size_t>(si)]) {
       std::memcpy(dst, stage_[kv].data() + si * D_, sizeof(float) * static_cast<size_t>(D_));
     } else {
-      fp16_to_fp32_n(reinterpret_cast<const uint16_t*>(pool_[kv].data() + r * 2 * D_), dst, D_);
+      fp16_to_fp32_n(reinterpret_cast<const uint16_t*>(pool_[kv].row(r)), dst, D_);
     }
   }
 }
@@ -275,21 +270,15 @@ void HeadStore::encode_chunk(const std::vector<int32_t>& rows) {
     // (rows being removed are taken highest first, so a moved row is never one of them).
     const int32_t last = static_cast<int32_t>(pool_owner_.size()) - 1;
     if (r != last) {
-      for (int kv = 0; kv < 2; ++kv) {
-        const int64_t rb = 2 * D_;
-        std::memcpy(pool_[kv].data() + r * rb, pool_[kv].data() + last * rb,
-                    static_cast<size_t>(rb));
-      }
+      for (int kv = 0; kv < 2; ++kv) pool_[kv].copy_row(last, r);
       const int32_t moved = pool_owner_[static_cast<size_t>(last)];
       pool_owner_[static_cast<size_t>(r)] = moved;
       loc_[static_cast<size_t>(moved)].row = r;
     }
     pool_owner_.pop_back();
+    for (int kv = 0; kv < 2; ++kv) pool_[kv].pop_back();
   }
-  for (int kv = 0; kv < 2; ++kv) {
-    pool_[kv].resize(pool_owner_.size() * static_cast<size_t>(2 * D_));
-    maybe_shrink(pool_[kv]);
-  }
+  for (int kv = 0; kv < 2; ++kv) pool_[kv].trim();
   maybe_shrink(pool_owner_);
 }
 
@@ -360,20 +349,27 @@ void HeadStore::for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const {
            ", ", first + n, ") are outside [0, ", size(), ")");
   if (n == 0) return;
   const RowCodec& cd = *codec_[kv];
-  if (!chunked()) {  // pool row i is slot i
-    fn(nullptr, pool_[kv].data() + first * cd.row_bytes(), false, int64_t{0}, n);
+  const RowPages& pool = pool_[kv];
+  if (!chunked()) {  // pool row i is slot i: runs end at page boundaries
+    for (int64_t i = 0; i < n;) {
+      const int64_t m = std::min(n - i, pool.run(first + i));
+      fn(nullptr, pool.row(first + i), false, i, m);
+      i += m;
+    }
     return;
   }
   for (int64_t i = 0; i < n;) {
     const Loc l = loc_[static_cast<size_t>(first + i)];
+    // window rows are contiguous only within one page
+    const int64_t limit = l.chunk < 0 ? std::min(n - i, pool.run(l.row)) : n - i;
     int64_t m = 1;
-    while (i + m < n) {
+    while (m < limit) {
       const Loc o = loc_[static_cast<size_t>(first + i + m)];
       if (o.chunk != l.chunk || o.row != l.row + m) break;
       ++m;
     }
     if (l.chunk < 0) {
-      fn(nullptr, pool_[kv].data() + l.row * 2 * D_, true, i, m);
+      fn(nullptr, pool.row(l.row), true, i, m);
     } else {
       const Chunk& ch = chunks_[static_cast<size_t>(l.chunk)];
       fn(ch.params[kv].empty() ? nullptr : ch.params[kv].data(),
@@ -420,7 +416,7 @@ StoreBytes HeadStore::bytes() const {
   StoreBytes b;
   if (!codec_[0]) return b;
   for (int kv = 0; kv < 2; ++kv) {
-    b.content += cap_bytes(pool_[kv]);
+    b.content += pool_[kv].capacity_bytes();
     b.params += codec_[kv]->state_bytes();
     b.scratch += cap_bytes(stage_[kv]);
     b.external += codec_[kv]->external_bytes();

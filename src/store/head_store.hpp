@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "store/buffers.hpp"
 #include "store/row_codec.hpp"
 #include "veloxquant/row_source.hpp"
 
@@ -71,6 +72,12 @@ class HeadStore {
   const RowSource& values() const;
   const RowCodec& codec(int kv) const { return *codec_[kv]; }
 
+  /// Rows as this store would read them back once appended (store::round_trip_rows with its
+  /// codec for kv), without appending them.
+  void round_trip(int kv, float* rows, int64_t n, int64_t stride) {
+    round_trip_rows(*codec_[kv], rows, n, stride);
+  }
+
   StoreBytes bytes() const;
   /// Incremented whenever rows change their decoded values (a chunk of the window is encoded),
   /// so that readers caching something per row know to refresh it.
@@ -90,9 +97,7 @@ class HeadStore {
 
   bool chunked() const { return chunk_rows_ > 0; }
   /// Rows in the pool: every slot for row-wise codecs, the window rows for chunked ones.
-  int64_t pool_rows() const {
-    return chunked() ? static_cast<int64_t>(pool_owner_.size()) : static_cast<int64_t>(pos_.size());
-  }
+  int64_t pool_rows() const { return pool_[0].rows(); }
   int64_t pool_row_bytes(int kv) const { return chunked() ? 2 * D_ : codec_[kv]->row_bytes(); }
   void drop_pool_row(int32_t row);
   void drop_chunk_row(int32_t c, int32_t row);
@@ -110,9 +115,9 @@ class HeadStore {
   int64_t D_ = 0, chunk_rows_ = 0;
   std::unique_ptr<RowCodec> codec_[2];
   std::unique_ptr<Source> src_[2];
-  std::vector<int64_t> pos_;      // [slot]
-  std::vector<Loc> loc_;          // [slot]
-  std::vector<uint8_t> pool_[2];  // [pool row, pool_row_bytes]
+  std::vector<int64_t> pos_;  // [slot]
+  std::vector<Loc> loc_;      // [slot]
+  RowPages pool_[2];          // [pool row] of pool_row_bytes
   std::vector<int32_t> pool_owner_;
   std::vector<Chunk> chunks_;
   std::vector<int32_t> free_chunks_;

@@ -149,4 +149,21 @@ void Fp32Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const
   float_axpy_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), w, acc);
 }
 
+void round_trip_rows(RowCodec& c, float* rows, int64_t n, int64_t stride) {
+  const int64_t D = c.dim();
+  if (c.chunk_rows() > 0) {
+    std::vector<uint16_t> h(static_cast<size_t>(D));
+    for (int64_t i = 0; i < n; ++i) {
+      fp32_to_fp16_n(rows + i * stride, h.data(), D);
+      fp16_to_fp32_n(h.data(), rows + i * stride, D);
+    }
+    return;
+  }
+  std::vector<uint8_t> code(static_cast<size_t>(c.row_bytes()));
+  for (int64_t i = 0; i < n; ++i) {
+    c.encode(rows + i * stride, 1, nullptr, code.data());
+    c.decode(nullptr, code.data(), 1, rows + i * stride);
+  }
+}
+
 }  // namespace vq::store

@@ -186,6 +186,11 @@ class Bf16Codec final : public RowCodec {
                  float* acc) const override;
 };
 
+/// Replaces each of n rows (D = c.dim() values, `stride` floats apart) by what the store reads
+/// back once it holds the row: encoded and decoded by a row-wise codec; at fp16 for a chunked
+/// codec, whose newest rows wait in the fp16 window.
+void round_trip_rows(RowCodec& c, float* rows, int64_t n, int64_t stride);
+
 /// fp32 <-> fp16 / bf16 over n values (F16C when the build has it; same rounding as
 /// vq::fp32_to_fp16). Unaligned pointers are fine.
 void fp32_to_fp16_n(const float* src, uint16_t* dst, int64_t n);

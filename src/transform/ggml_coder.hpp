@@ -1,7 +1,11 @@
 // Row coder for llama.cpp's q8_0 / q4_0 KV-cache blocks (coding/ggml_blocks.hpp). A row is one
-// token's keys (or values) across all KV heads of the layer, W = H * D values, as llama.cpp lays
-// out its K/V cache rows. Nothing is fitted and there is no header; each chunk is one row of
-// ceil(W / 32) blocks. Block scales count as params, quants as payload.
+// token's keys (or values) of one head, W = D values, cut into W / block blocks (block 32 is
+// llama.cpp's format; 16 and 8 the VeloxQuant variants, as in the cache's GgmlCodec). Nothing is
+// fitted and there is no header; each chunk is one row. Block scales count as params, quants as
+// payload.
+//
+// block = 0 is the layout of .vqkv version 1, kept only to read such files: a row is a token's
+// values across all heads (W = H * D) in ceil(W / 32) ggml blocks, so one scale spans heads.
 #pragma once
 
 #include "coding/ggml_blocks.hpp"
@@ -11,7 +15,8 @@ namespace vq::transform {
 
 class GgmlRowCoder final : public RowCoder {
  public:
-  GgmlRowCoder(coding::GgmlType type, int64_t width) : RowCoder(width), type_(type) {}
+  /// block: 32, 16 or 8 (must divide width), or 0 for the version-1 row layout.
+  GgmlRowCoder(coding::GgmlType type, int64_t width, int64_t block);
 
   bool needs_fit() const override { return false; }
   void fit(const float*, int64_t, EncodedSection&) override {}
@@ -22,10 +27,12 @@ class GgmlRowCoder final : public RowCoder {
   int64_t decode_chunk(coding::ByteReader& in, int64_t max_rows, float* rows) override;
 
   coding::GgmlType type() const { return type_; }
-  int64_t row_bytes() const { return coding::ggml_row_bytes(type_, width()); }
+  int64_t row_bytes() const;
+  int64_t row_blocks() const;
 
  private:
   coding::GgmlType type_;
+  int64_t block_;
 };
 
 }  // namespace vq::transform

@@ -1,6 +1,6 @@
 // `q8_0`: llama.cpp's 8-bit KV-cache type. In a cache, blocks of 32 values lie inside each head,
 // as in llama.cpp's KV cache (src/codecs/ggml_codec.hpp; block=16/8 are named variants for small
-// heads); the .vqkv storage form lays blocks along each token's row of all heads.
+// heads); the .vqkv storage form (version 2) lays them out the same way, one section per head.
 #include "transform/ggml_method.hpp"
 
 namespace vq {

@@ -253,11 +253,13 @@ TEST(Hostile, VqkvHeadersThatLieAboutShapes) {
     expect_refused<vq::FormatError>("duplicate head", [&] { decode_all(f); }, {});
   }
   {
-    // A heads-coupled file whose single section claims head 0.
-    Bytes f = valid_vqkv("q8_0");
-    put_le<uint32_t>(f, table_at(f) + 8, 0);
+    // A version-2 q8_0 file (a section per head) relabelled version 1, whose q8_0 layout had
+    // one section for all heads: the table does not match what that version writes.
+    Bytes f = valid_vqkv("q8_0:block=8");
+    put_le<uint16_t>(f, 8, 1);
     reseal(f);
-    expect_refused<vq::FormatError>("q8_0 section with head 0", [&] { decode_all(f); }, {});
+    expect_refused<vq::FormatError>("q8_0 per-head sections under version 1",
+                                    [&] { decode_all(f); }, {"sections"});
   }
   {
     // A spec naming an eviction method (no codec).
@@ -274,9 +276,15 @@ TEST(Hostile, VqkvHeadersThatLieAboutShapes) {
 TEST(Hostile, VqkvVersionAndReservedFields) {
   {
     Bytes f = valid_vqkv();
-    put_le<uint16_t>(f, 8, 2);
+    put_le<uint16_t>(f, 8, 3);
     reseal(f);
-    expect_refused<vq::FormatError>("version 2", [&] { decode_all(f); }, {"2"});
+    expect_refused<vq::FormatError>("version 3", [&] { decode_all(f); }, {"version 3"});
+  }
+  {
+    Bytes f = valid_vqkv();
+    put_le<uint16_t>(f, 8, 0);
+    reseal(f);
+    expect_refused<vq::FormatError>("version 0", [&] { decode_all(f); }, {"version 0"});
   }
   {
     Bytes f = valid_vqkv();
@@ -517,7 +525,7 @@ TEST(Hostile, NonFiniteToEveryMethod) {
       }
     }
     if (m.make_codec) {
-      auto codec = vq::make_codec(vq::CacheConfig::defaults(m.id), D);
+      auto codec = vq::make_codec(defaults_for(m, D), D);
       std::vector<float> x(2 * 6 * D, 0.5f);
       for (float v : bad) {
         x[17] = v;
@@ -527,7 +535,7 @@ TEST(Hostile, NonFiniteToEveryMethod) {
       expect_refused<vq::InvalidArgument>(
           m.id + ": vqkv_compress non-finite",
           [&] {
-            (void)vq::vqkv_compress(x.data(), {2, 6, D}, vq::CacheConfig::defaults(m.id));
+            (void)vq::vqkv_compress(x.data(), {2, 6, D}, defaults_for(m, D));
           },
           {});
     }

@@ -176,7 +176,8 @@ TEST(CApi, CompressRefusesValuesOutsideTheCodecRange) {
   EXPECT_NE(msg.find("value 70000 at [1, 5, 3]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[-65504, 65504]"), std::string::npos) << msg;
   x[(1 * 64 + 5) * 16 + 3] = 1e38f;
-  EXPECT_EQ(vq_compress(x.data(), shape, 3, "q8_0", &blob, &size), VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(vq_compress(x.data(), shape, 3, "q8_0:block=16", &blob, &size),
+            VQ_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(vq_last_error()).find("outside the range of q8_0"), std::string::npos)
       << vq_last_error();
   // Inside the range: compressed and decoded, finite.

@@ -75,7 +75,7 @@ class CliIo : public ::testing::Test {
 };
 
 TEST_F(CliIo, CompressMatchesLibraryBytesAndDecompressRoundTrips) {
-  for (const std::string spec : {"kvtc:bit_budget=48", "q8_0", "uniform:bit_budget=32"}) {
+  for (const std::string spec : {"kvtc:bit_budget=48", "q8_0:block=16", "uniform:bit_budget=32"}) {
     const std::vector<float> x = write_random("kv.npy", {2, 2, 3, 50, 16}, 4);
     const CliRun c = cli("compress --method " + spec + " " + path("kv.npy") + " " +
                          path("kv.vqkv") + " --verify --json " + path("c.json"));
@@ -119,7 +119,7 @@ TEST_F(CliIo, InfoReportsHeaderAndSections) {
 
 TEST_F(CliIo, UserErrorsExitOneWithOneLine) {
   write_random("x.npy", {3, 20, 8}, 6);
-  ASSERT_EQ(cli("-q compress -m q4_0 " + path("x.npy") + " " + path("x.vqkv")).status, 0);
+  ASSERT_EQ(cli("-q compress -m q4_0:block=8 " + path("x.npy") + " " + path("x.vqkv")).status, 0);
   std::vector<uint8_t> f = vq::read_file_bytes(path("x.vqkv"));
   f[f.size() / 2] ^= 0x10;
   vq::write_file_bytes(path("bad.vqkv"), f);
@@ -128,10 +128,11 @@ TEST_F(CliIo, UserErrorsExitOneWithOneLine) {
   for (const std::string& args :
        {"decompress " + path("bad.vqkv") + " " + path("o.npy"),
         "decompress " + path("short.vqkv") + " " + path("o.npy"), "info " + path("bad.vqkv"),
-        "info " + path("missing.vqkv"), "compress -m q4_0 " + path("missing.npy") + " " + path("o"),
+        "info " + path("missing.vqkv"),
+        "compress -m q4_0:block=8 " + path("missing.npy") + " " + path("o"),
         "compress -m h2o:budget=8 " + path("x.npy") + " " + path("o"),
         "compress -m kvtc:nope=1 " + path("x.npy") + " " + path("o"),
-        "compress -m q8_0 " + path("x.vqkv") + " " + path("o"),
+        "compress -m q8_0:block=8 " + path("x.vqkv") + " " + path("o"),
         "evict -m kvtc --keys " + path("x.npy") + " --values " + path("x.npy") + " --out " +
             path("o"),
         "evict -m h2o:budget=4 --keys " + path("x.npy") + " --values " + path("x.npy") +

@@ -94,11 +94,12 @@ class CliSafety : public ::testing::Test {
 TEST_F(CliSafety, CompressRefusesValuesItsDecompressCouldNotDecode) {
   // The case: 7e4 with kivi compressed, exit 0, and decompress then refused the file.
   for (const auto& [spec, v] : std::vector<std::pair<std::string, float>>{
-           {"kivi", 7e4f}, {"gear", 7e4f}, {"q8_0", 1e38f}, {"q4_0", 1e38f}}) {
+           {"kivi", 7e4f}, {"gear", 7e4f}, {"q8_0:block=8", 1e38f}, {"q4_0:block=8", 1e38f}}) {
     write_x("x.npy", v);
     const CliResult r = cli("compress -m " + spec + " " + path("x.npy") + " " + path("x.vqkv"));
     EXPECT_EQ(r.status, 1) << spec << ": " << r.err;
-    EXPECT_NE(r.err.find("at [1, 5, 3] is outside the range of " + spec), std::string::npos)
+    EXPECT_NE(r.err.find("at [1, 5, 3] is outside the range of " + spec.substr(0, spec.find(':'))),
+              std::string::npos)
         << r.err;
     EXPECT_FALSE(fs::exists(path("x.vqkv"))) << spec << ": a refused compress left a file";
     // --verify used to leave the output behind too.
@@ -113,7 +114,7 @@ TEST_F(CliSafety, AnOutputThatIsAnInputIsRefusedNamingBoth) {
   write_x("x.npy");
   const std::string x = path("x.npy");
   const std::string before = slurp(x);
-  CliResult r = cli("compress -m q8_0 " + x + " " + x);
+  CliResult r = cli("compress -m q8_0:block=8 " + x + " " + x);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("output '" + x + "' is the same file as input '" + x + "'"),
             std::string::npos)
@@ -124,13 +125,13 @@ TEST_F(CliSafety, AnOutputThatIsAnInputIsRefusedNamingBoth) {
   fs::create_hard_link(x, path("hard.npy"));
   for (const std::string& other :
        {dir_.string() + "/./x.npy", path("link.npy"), path("hard.npy")}) {
-    r = cli("compress -m q8_0 " + x + " " + other);
+    r = cli("compress -m q8_0:block=8 " + x + " " + other);
     EXPECT_EQ(r.status, 1) << other;
     EXPECT_NE(r.err.find("is the same file as input"), std::string::npos) << other << r.err;
   }
   EXPECT_EQ(slurp(x), before);
   // decompress a.vqkv a.vqkv; evict --keys k.npy --out k.npy; --json onto the input.
-  ASSERT_EQ(cli("compress -m q8_0 " + x + " " + path("a.vqkv")).status, 0);
+  ASSERT_EQ(cli("compress -m q8_0:block=8 " + x + " " + path("a.vqkv")).status, 0);
   const std::string a = slurp(path("a.vqkv"));
   r = cli("decompress " + path("a.vqkv") + " " + path("a.vqkv"));
   EXPECT_EQ(r.status, 1);
@@ -150,10 +151,10 @@ TEST_F(CliSafety, FailedWritesLeaveNoPartialFileAndKeepTheOldOne) {
   // A file-size limit stands in for a full disk: the write fails part-way (EFBIG).
   write_x("x.npy", 0.0f, {4, 256, 16});
   const std::string limit = "ulimit -f 4; trap '' XFSZ;";  // 4 KiB: below every output here
-  ASSERT_EQ(cli("compress -m q8_0 " + path("x.npy") + " " + path("a.vqkv")).status, 0);
+  ASSERT_EQ(cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("a.vqkv")).status, 0);
   spit(path("out.vqkv"), "OLD");
   spit(path("out.npy"), "OLD");
-  CliResult r = cli("compress -m q8_0 " + path("x.npy") + " " + path("out.vqkv"), limit);
+  CliResult r = cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("out.vqkv"), limit);
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("failed writing '" + path("out.vqkv") + "'"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(path("out.vqkv")), "OLD");
@@ -167,12 +168,12 @@ TEST_F(CliSafety, FailedWritesLeaveNoPartialFileAndKeepTheOldOne) {
   EXPECT_EQ(slurp(path("out.npy")), "OLD");
   // Nothing new under the target names, and no temporary left behind.
   fs::remove(path("out.vqkv"));
-  r = cli("compress -m q8_0 " + path("x.npy") + " " + path("out.vqkv"), limit);
+  r = cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("out.vqkv"), limit);
   EXPECT_EQ(r.status, 1);
   EXPECT_FALSE(fs::exists(path("out.vqkv")));
   EXPECT_EQ(temporaries(), 0);
   // Without the limit the same commands succeed and replace the old files.
-  EXPECT_EQ(cli("compress -m q8_0 " + path("x.npy") + " " + path("out.vqkv")).status, 0);
+  EXPECT_EQ(cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("out.vqkv")).status, 0);
   EXPECT_EQ(slurp(path("out.vqkv")), slurp(path("a.vqkv")));
   EXPECT_EQ(cli("decompress " + path("a.vqkv") + " " + path("out.npy")).status, 0);
   EXPECT_EQ(vq::read_npy(path("out.npy")).shape, (std::vector<int64_t>{4, 256, 16}));
@@ -181,7 +182,7 @@ TEST_F(CliSafety, FailedWritesLeaveNoPartialFileAndKeepTheOldOne) {
 
 TEST_F(CliSafety, DecompressToFloat16RefusesInfUnlessClampIsAsked) {
   write_x("x.npy", 1e6f);
-  ASSERT_EQ(cli("compress -m q8_0 " + path("x.npy") + " " + path("a.vqkv")).status, 0);
+  ASSERT_EQ(cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("a.vqkv")).status, 0);
   CliResult r = cli("decompress --dtype float16 " + path("a.vqkv") + " " + path("y.npy"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("at [1, 5, 3]"), std::string::npos) << r.err;
@@ -199,10 +200,10 @@ TEST_F(CliSafety, DecompressToFloat16RefusesInfUnlessClampIsAsked) {
 
 TEST_F(CliSafety, DashMeansStdout) {
   const std::vector<float> x = write_x("x.npy");
-  CliResult r = cli("compress -m q8_0 " + path("x.npy") + " -");
+  CliResult r = cli("compress -m q8_0:block=8 " + path("x.npy") + " -");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<uint8_t> want =
-      vq::vqkv_compress(x.data(), {2, 64, 16}, vq::CacheConfig::parse("q8_0"));
+      vq::vqkv_compress(x.data(), {2, 64, 16}, vq::CacheConfig::parse("q8_0:block=8"));
   EXPECT_EQ(r.out, std::string(want.begin(), want.end()));
   EXPECT_FALSE(fs::exists(path("-")));
   spit(path("a.vqkv"), r.out);
@@ -211,15 +212,15 @@ TEST_F(CliSafety, DashMeansStdout) {
   const vq::NpyArray back = vq::parse_npy(r.out.data(), r.out.size());
   EXPECT_EQ(back.shape, (std::vector<int64_t>{2, 64, 16}));
   // A device is written in place (not replaced by a regular file), a symlink is written through.
-  EXPECT_EQ(cli("compress -m q8_0 " + path("x.npy") + " /dev/null").status, 0);
+  EXPECT_EQ(cli("compress -m q8_0:block=8 " + path("x.npy") + " /dev/null").status, 0);
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
   spit(path("real.vqkv"), "OLD");
   fs::create_symlink(path("real.vqkv"), path("via.vqkv"));
-  EXPECT_EQ(cli("compress -m q8_0 " + path("x.npy") + " " + path("via.vqkv")).status, 0);
+  EXPECT_EQ(cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("via.vqkv")).status, 0);
   EXPECT_TRUE(fs::is_symlink(path("via.vqkv")));
   EXPECT_EQ(slurp(path("real.vqkv")), std::string(want.begin(), want.end()));
   // Two outputs on stdout are refused.
-  r = cli("compress -m q8_0 " + path("x.npy") + " - --json -");
+  r = cli("compress -m q8_0:block=8 " + path("x.npy") + " - --json -");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("more than one output goes to stdout"), std::string::npos) << r.err;
 }
@@ -244,7 +245,7 @@ TEST_F(CliSafety, MessagesNameTheMistake) {
   // An integer .npy is read but not compressed; the message says what compress takes.
   const std::vector<int64_t> ints(32, 1);
   vq::write_npy(path("i.npy"), vq::npy_from_int64(ints.data(), {2, 16}));
-  r = cli("compress -m q8_0 " + path("i.npy") + " " + path("a.vqkv"));
+  r = cli("compress -m q8_0:block=8 " + path("i.npy") + " " + path("a.vqkv"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("is not a float type"), std::string::npos) << r.err;
   // --help shows defaults.

@@ -57,7 +57,7 @@ TEST(RealKv, EngineKeysRoundTripThroughCliWithinMethodError) {
   // Bounds on the relative RMSE each method reaches on these 200 real tokens; q8_0 is near
   // lossless, the 4-bit formats are coarser. The measured values are printed.
   const std::vector<std::pair<std::string, double>> cases = {
-      {"q8_0", 0.02}, {"q4_0", 0.2}, {"kvtc", 0.1}, {"kvtc:bit_budget=16", 0.4}};
+      {"q8_0:block=8", 0.02}, {"q4_0:block=8", 0.2}, {"kvtc", 0.1}, {"kvtc:bit_budget=16", 0.4}};
   for (const auto& [spec, bound] : cases) {
     ASSERT_EQ(std::system((cli + "compress -m " + spec + " " + npy + " " + vqkv).c_str()), 0);
     ASSERT_EQ(std::system((cli + "decompress " + vqkv + " " + back).c_str()), 0);

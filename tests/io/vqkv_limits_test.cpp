@@ -53,7 +53,7 @@ constexpr size_t kAt = (1 * 64 + 5) * 16 + 3;
 
 TEST(VqkvLimits, ValuesInsideTheCodecRangeRoundTripFinite) {
   for (const std::string& spec : transform_specs()) {
-    const vq::CacheConfig c = vq::CacheConfig::parse(spec);
+    const vq::CacheConfig c = vqtest::spec_at_dim(spec, kShape.back());
     const double lim = vq::vqkv::codec_value_range(c).max_abs;
     ASSERT_GT(lim, 0.0) << spec;
     for (const double sign : {1.0, -1.0}) {
@@ -73,7 +73,7 @@ TEST(VqkvLimits, ValuesInsideTheCodecRangeRoundTripFinite) {
 
 TEST(VqkvLimits, ValuesOutsideTheCodecRangeAreRefusedAtCompressNamingValuePositionAndRange) {
   for (const std::string& spec : transform_specs()) {
-    const vq::CacheConfig c = vq::CacheConfig::parse(spec);
+    const vq::CacheConfig c = vqtest::spec_at_dim(spec, kShape.back());
     const double lim = vq::vqkv::codec_value_range(c).max_abs;
     // The cases (7e4 for the fp16 codecs, 1e38 for every codec) and just past the limit.
     for (const double v : {7e4, 1e38, lim * 1.01}) {
@@ -122,7 +122,7 @@ TEST(VqkvLimits, DeclaredShapesAreCheckedAgainstTheBytesPresentBeforeAllocating)
                                  "gear", "uniform:bit_budget=16"}) {
     const std::vector<float> x = randn(2 * 8 * 64, 3);
     std::vector<uint8_t> file =
-        vq::vqkv_compress(x.data(), {2, 8, 64}, vq::CacheConfig::parse(spec));
+        vq::vqkv_compress(x.data(), {2, 8, 64}, vqtest::spec_at_dim(spec, 64));
     forge(file, vq::vqkv::kOffS, uint64_t{1} << 24, 8);
     std::string msg;
     const double s = seconds_of([&] {

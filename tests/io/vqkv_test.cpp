@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "coding/ggml_blocks.hpp"
 #include "io/vqkv.hpp"
 #include "test_util.hpp"
 #include "veloxquant/errors.hpp"
@@ -79,7 +80,7 @@ TEST(Vqkv, EveryTransformMethodRoundTripsEveryLayout) {
       size_t n = 1;
       for (int64_t d : shape) n *= static_cast<size_t>(d);
       const std::vector<float> x = random_values(n, 11);
-      const CacheConfig config = CacheConfig::parse(id);
+      const CacheConfig config = vqtest::spec_at_dim(id, shape.back());
       vq::VqkvStats st;
       const std::vector<uint8_t> file =
           vq::vqkv_compress(x.data(), shape, config, vq::NpyDtype::Float32, &st);
@@ -125,7 +126,7 @@ TEST(Vqkv, HighRateMethodsAreAccurate) {
 TEST(Vqkv, SourceDtypeIsRecordedAndRestored) {
   const std::vector<float> x = random_values(4 * 8, 5);
   const vq::NpyArray a = vq::npy_from_float(x.data(), {4, 8}, vq::NpyDtype::Float16);
-  const auto file = vq::vqkv_compress(a, "q8_0");
+  const auto file = vq::vqkv_compress(a, "q8_0:block=8");
   const auto back = vq::vqkv_decompress(file.data(), file.size());
   EXPECT_EQ(back.header.source_dtype, vq::NpyDtype::Float16);
   EXPECT_EQ(back.to_npy().dtype, vq::NpyDtype::Float16);
@@ -135,7 +136,7 @@ TEST(Vqkv, SourceDtypeIsRecordedAndRestored) {
 TEST(Vqkv, EmptySequenceRoundTrips) {
   const std::vector<float> none;
   for (const std::string& id : transform_methods()) {
-    const auto file = vq::vqkv_compress(none.data(), {2, 0, 8}, CacheConfig::parse(id));
+    const auto file = vq::vqkv_compress(none.data(), {2, 0, 8}, vqtest::spec_at_dim(id, 8));
     const auto back = vq::vqkv_decompress(file.data(), file.size());
     EXPECT_EQ(back.shape, (std::vector<int64_t>{2, 0, 8})) << id;
     EXPECT_TRUE(back.values.empty());
@@ -166,7 +167,7 @@ std::vector<uint8_t> small_file(const std::string& spec = "kvtc:bit_budget=24") 
 }
 
 TEST(Vqkv, TruncationAtEveryByteIsRefused) {
-  for (const std::string spec : {"kvtc:bit_budget=24", "q4_0"}) {
+  for (const std::string spec : {"kvtc:bit_budget=24", "q4_0:block=8"}) {
     const std::vector<uint8_t> file = small_file(spec);
     ASSERT_NO_THROW(vq::vqkv_parse(file.data(), file.size()));
     for (size_t cut = 0; cut < file.size(); ++cut) {
@@ -219,7 +220,8 @@ TEST(Vqkv, DamagedSectionsWithoutChecksumsNeverCrash) {
   // decode something or throw FormatError, never crash or read out of bounds (run under ASan).
   vq::VqkvReadOptions no_sums;
   no_sums.verify_sections = false;
-  for (const std::string spec : {"kvtc:bit_budget=24", "uniform:bit_budget=24", "q8_0", "q4_0"}) {
+  for (const std::string spec :
+       {"kvtc:bit_budget=24", "uniform:bit_budget=24", "q8_0:block=8", "q4_0:block=8"}) {
     const std::vector<uint8_t> file = small_file(spec);
     const vq::VqkvIndex idx = vq::vqkv_parse(file.data(), file.size());
     const vq::VqkvSection& s = idx.sections.front();
@@ -295,12 +297,85 @@ TEST(Vqkv, RefusesForeignFilesAndVersions) {
   EXPECT_NE(format_error_of([&] { vq::vqkv_parse(f.data(), f.size()); }).find("magic"),
             std::string::npos);
   f = file;
-  f[vq::vqkv::kOffVersion] = 2;
-  EXPECT_NE(format_error_of([&] { vq::vqkv_parse(f.data(), f.size()); }).find("version 2"),
+  f[vq::vqkv::kOffVersion] = 3;
+  EXPECT_NE(format_error_of([&] { vq::vqkv_parse(f.data(), f.size()); }).find("version 3"),
+            std::string::npos);
+  f[vq::vqkv::kOffVersion] = 0;
+  EXPECT_NE(format_error_of([&] { vq::vqkv_parse(f.data(), f.size()); }).find("version 0"),
             std::string::npos);
   const std::vector<uint8_t> npy = vq::encode_npy(vq::npy_from_int64(nullptr, {0}));
   EXPECT_THROW(vq::vqkv_parse(npy.data(), npy.size()), vq::FormatError);
   EXPECT_THROW(vq::read_file_bytes("/nonexistent/x.vqkv"), vq::IoError);
+}
+
+// Version 1 stored q8_0 / q4_0 with blocks along each token's row of all heads. Two files the
+// version-1 writer produced (fuzz/corpus/vqkv/*_v1, from fuzz/make_corpus.cpp's seeds 36 and 37)
+// still decode, to exactly what that layout gives: each token's H * D values quantized as one
+// ggml row. Version 2 writes blocks inside each head.
+TEST(Vqkv, ReadsVersion1GgmlFilesWithBlocksAcrossHeads) {
+  struct Case {
+    const char* file;
+    vq::coding::GgmlType type;
+    int64_t H, S, D;
+    uint64_t seed;
+  };
+  const Case cases[] = {{"q8_0_hsd_v1", vq::coding::GgmlType::Q8_0, 2, 6, 8, 36},
+                        {"q4_0_sd_v1", vq::coding::GgmlType::Q4_0, 1, 5, 16, 37}};
+  for (const Case& c : cases) {
+    const std::string path = std::string(VQ_SOURCE_DIR) + "/fuzz/corpus/vqkv/" + c.file;
+    const std::vector<uint8_t> file = vq::read_file_bytes(path);
+    const vq::VqkvArray got = vq::vqkv_decompress(file.data(), file.size());
+    EXPECT_EQ(got.header.version, 1) << c.file;
+    vq::Rng rng(c.seed);
+    std::vector<float> x(static_cast<size_t>(c.H * c.S * c.D));
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    const int64_t W = c.H * c.D;
+    std::vector<float> row(static_cast<size_t>(W)), back(static_cast<size_t>(W));
+    std::vector<uint8_t> codes(static_cast<size_t>(vq::coding::ggml_row_bytes(c.type, W)));
+    ASSERT_EQ(got.values.size(), x.size());
+    for (int64_t s = 0; s < c.S; ++s) {
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t d = 0; d < c.D; ++d)
+          row[static_cast<size_t>(h * c.D + d)] = x[static_cast<size_t>((h * c.S + s) * c.D + d)];
+      vq::coding::ggml_quantize_row(c.type, row.data(), W, codes.data());
+      vq::coding::ggml_dequantize_row(c.type, codes.data(), W, back.data());
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t d = 0; d < c.D; ++d)
+          ASSERT_EQ(got.values[static_cast<size_t>((h * c.S + s) * c.D + d)],
+                    back[static_cast<size_t>(h * c.D + d)])
+              << c.file << " token " << s << " head " << h << " value " << d;
+    }
+  }
+}
+
+// Version 2 keeps q8_0's blocks inside each head, as the cache does: a file's values equal the
+// cache codec's per-head rows, one section per head.
+TEST(Vqkv, GgmlBlocksLieInsideEachHead) {
+  const int64_t H = 3, S = 7, D = 32;
+  const std::vector<float> x = random_values(static_cast<size_t>(H * S * D), 5);
+  for (const char* spec : {"q8_0", "q4_0", "q8_0:block=8"}) {
+    const CacheConfig cfg = CacheConfig::parse(spec);
+    const std::vector<uint8_t> file = vq::vqkv_compress(x.data(), {H, S, D}, cfg);
+    const vq::VqkvIndex idx = vq::vqkv_parse(file.data(), file.size());
+    ASSERT_EQ(idx.sections.size(), static_cast<size_t>(H)) << spec;
+    const vq::VqkvArray got = vq::vqkv_decompress(file.data(), file.size());
+    const auto t = cfg.method() == "q8_0" ? vq::coding::GgmlType::Q8_0 : vq::coding::GgmlType::Q4_0;
+    const int64_t block = std::stoll(cfg.get_string("block"));
+    std::vector<uint8_t> codes(
+        static_cast<size_t>(D / block * vq::coding::ggml_block_bytes(t, block)));
+    std::vector<float> back(static_cast<size_t>(D));
+    for (int64_t r = 0; r < H * S; ++r) {
+      vq::coding::ggml_quantize_blocks(t, block, x.data() + r * D, D, codes.data());
+      vq::coding::ggml_dequantize_blocks(t, block, codes.data(), D, back.data());
+      for (int64_t d = 0; d < D; ++d)
+        ASSERT_EQ(got.values[static_cast<size_t>(r * D + d)], back[static_cast<size_t>(d)])
+            << spec << " row " << r << " value " << d;
+    }
+  }
+  // A head_dim that blocks of 32 cannot tile is refused as the cache refuses it.
+  const std::vector<float> y = random_values(2 * 4 * 16, 6);
+  EXPECT_THROW(vq::vqkv_compress(y.data(), {2, 4, 16}, CacheConfig::parse("q8_0")),
+               vq::InvalidArgument);
 }
 
 }  // namespace

@@ -13,13 +13,16 @@
 
 #include "codecs/ggml_codec.hpp"
 #include "codecs/kivi_codec.hpp"
+#include "codecs/pca_codec.hpp"
 #include "coding/ggml_blocks.hpp"
 #include "coding/ggml_dot.hpp"
 #include "core/rng.hpp"
 #include "store/head_store.hpp"
 #include "store/row_codec.hpp"
 #include "store/row_kernels.hpp"
+#include "veloxquant/config.hpp"
 #include "veloxquant/errors.hpp"
+#include "veloxquant/registry.hpp"
 #include "veloxquant/row_source.hpp"
 #include "veloxquant/tensor.hpp"
 
@@ -318,6 +321,63 @@ TEST(AttentionKernels, KiviOnPackedCodesMatchesDequantizeThenAttend) {
         expect_close(acc.data(), want, mag, n + 2, "kivi axpy");
         expect_close(acc_twin.data(), want, mag, n + 1, "twin axpy");
       }
+}
+
+// The PCA family attends in the latent space (kvtc, uniform, svdq_split: PcaCodec): dot_rows /
+// axpy_rows against the decode-then-attend twins and dequantize-then-attend in double, for bit
+// budgets that keep every component, drop some (0 bits) and drop all; the projected query is
+// memoized per thread, so a second query must not reuse the first one's projection.
+TEST(AttentionKernels, PcaLatentSpaceMatchesDequantizeThenAttend) {
+  const int64_t D = 32, n = 40;
+  for (const char* spec : {"kvtc:bit_budget=256", "kvtc:bit_budget=40", "kvtc:bit_budget=0",
+                           "uniform:bit_budget=64", "svdq_split:bit_budget=48"}) {
+    SCOPED_TRACE(spec);
+    const vq::CacheConfig cfg = vq::CacheConfig::parse(spec);
+    for (int kv = 0; kv < 2; ++kv) {
+      auto c = vq::find_method(cfg.method())
+                   .make_row_codec(cfg, vq::store::StreamInfo{D, 0, 0, 1, kv, 7});
+      ASSERT_GT(c->chunk_rows(), 0);
+      // correlated rows (a few strong directions), as real keys and values are
+      auto x = randn(n * D, 71 + kv, 0.3);
+      const auto z = randn(n * 3, 73);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          x[static_cast<size_t>(t * D + d)] +=
+              2.0f * z[static_cast<size_t>(3 * t)] * std::cos(0.3f * d) +
+              z[static_cast<size_t>(3 * t + 1)] * std::sin(0.7f * d) + 0.5f;
+      c->fit(x.data(), n);
+      const int64_t m = std::min<int64_t>(n, c->chunk_rows());
+      std::vector<uint8_t> params(static_cast<size_t>(c->chunk_param_bytes(m)) + 1),
+          codes(static_cast<size_t>(m * c->row_bytes()) + 1);
+      c->encode(x.data(), m, params.data() + 1, codes.data() + 1);
+      std::vector<float> dec(static_cast<size_t>(m * D));
+      c->decode(params.data() + 1, codes.data() + 1, m, dec.data());
+      double xmax = 0;
+      for (float v : dec) xmax = std::max(xmax, std::fabs(static_cast<double>(v)));
+      for (uint64_t qs : {81u, 82u, 81u}) {  // a new query, then the first one again
+        const auto q = randn(D, qs), w = randn(m, qs + 10, 0.2);
+        std::vector<double> want, mag;
+        exact_dot(dec, m, D, q.data(), want, mag);
+        std::vector<float> got(static_cast<size_t>(m)), twin(got.size());
+        c->dot_rows(params.data() + 1, codes.data() + 1, m, q.data(), got.data());
+        c->RowCodec::dot_rows(params.data() + 1, codes.data() + 1, m, q.data(), twin.data());
+        expect_close(twin.data(), want, mag, D, "decode-then-dot twin");
+        // latent terms (min_j + code_j scale_j) q'_j: bounded by the latents' size, not |x_d q_d|
+        double qabs = 0;
+        for (float v : q) qabs += std::fabs(static_cast<double>(v));
+        const std::vector<double> lat_mag(static_cast<size_t>(m), 4.0 * xmax * qabs);
+        expect_close(got.data(), want, lat_mag, 4 * D, "latent dot");
+        const std::vector<float> acc0(static_cast<size_t>(D), 0.25f);
+        exact_axpy(dec, m, D, w.data(), acc0, want, mag);
+        double wabs = 0;
+        for (float v : w) wabs += std::fabs(static_cast<double>(v));
+        const std::vector<double> acc_mag(static_cast<size_t>(D), 4.0 * xmax * wabs + 0.25);
+        std::vector<float> acc = acc0;
+        c->axpy_rows(params.data() + 1, codes.data() + 1, m, w.data(), acc.data());
+        expect_close(acc.data(), want, acc_mag, 4 * (m + D), "latent axpy");
+      }
+    }
+  }
 }
 
 // ---- the store: RowSource::dot / accumulate on every kind of row placement

@@ -40,6 +40,8 @@ std::string generous(const std::string& id) {
   std::string extra;
   for (const char* o : {"schedule", "hi_bits", "lo_bits", "signal_bits", "noise_bits", "bits"})
     if (vq::find_option(m, o)) extra += std::string(extra.empty() ? "" : ",") + o + "=8";
+  // q8_0 / q4_0 blocks lie inside a head: kD = 16 takes the block=16 variant.
+  if (vq::find_option(m, "block")) extra += std::string(extra.empty() ? "" : ",") + "block=16";
   if (!extra.empty()) spec += (spec.find(':') == std::string::npos ? ":" : ",") + extra;
   return spec;
 }
@@ -167,16 +169,16 @@ TEST_P(TransformCodec, RejectsMalformedBlocks) {
   }
   // Every ggml byte pattern with a finite scale is a valid block, so only PCA sections must
   // reject some flips.
-  if (!vq::find_method(GetParam()).heads_coupled) {
+  if (vq::find_option(vq::find_method(GetParam()), "block") == nullptr) {
     EXPECT_GT(rejected, 0);
   }
 }
 
 TEST_P(TransformCodec, CacheHoldsWhatTheCodecDecodes) {
   auto c = codec();
-  // q8_0/q4_0's storage form lays blocks along a token's row of every head, their resident form
-  // inside each head (llama.cpp's KV layout); gear's resident form keeps per-row outliers
-  // (src/codecs/gear_codec.hpp). Those two forms decode differently by design.
+  // gear's resident form keeps per-row outliers (src/codecs/gear_codec.hpp): its two forms decode
+  // differently by design. (q8_0/q4_0 lay blocks inside each head in both forms since .vqkv
+  // version 2, so they are checked here too.)
   if (c->heads_coupled() || GetParam() == "gear")
     GTEST_SKIP() << GetParam() << ": resident and storage forms differ by design";
   // Whole sequence in one call: the cache fits on it and encodes it with the same chunking.
@@ -206,23 +208,25 @@ TEST_P(TransformCodec, CacheHoldsWhatTheCodecDecodes) {
 INSTANTIATE_TEST_SUITE_P(AllTransformMethods, TransformCodec, ::testing::ValuesIn(transform_ids()),
                          [](const auto& info) { return info.param; });
 
-TEST(TransformCodecGgml, CoupledRowsAndTheirByteCount) {
-  // H * D = 3 * 16 = 48 values per token row: two blocks, the second half full.
+TEST(TransformCodecGgml, BlocksInsideEachHeadAndTheirByteCount) {
+  // 3 heads of D = 32: one block per head and token, each head its own section; head_dim 16
+  // takes the block=16 variant and is refused at llama.cpp's block of 32.
+  const int64_t D = 32;
   for (const char* id : {"q8_0", "q4_0"}) {
-    auto c = vq::make_codec(id, kD);
-    const vq::Tensor x = fp16_tensor(3, 10, 7);
+    auto c = vq::make_codec(id, D);
+    const vq::Tensor x = vqtest::random_tensor(1, 3, 10, D, 7, 2.0);
     const vq::EncodedBlock blk = c->encode(x);
     const auto t =
         std::string(id) == "q8_0" ? vq::coding::GgmlType::Q8_0 : vq::coding::GgmlType::Q4_0;
-    EXPECT_EQ(blk.total_bytes(), 10 * 2 * vq::coding::ggml_block_bytes(t));
-    EXPECT_EQ(blk.breakdown().params, 10 * 2 * 2);
-    // The first block of token 0 is heads 0 and 1 of that token, quantized together.
-    std::vector<float> row(48);
-    for (int64_t h = 0; h < 3; ++h)
-      for (int64_t d = 0; d < kD; ++d) row[static_cast<size_t>(h * kD + d)] = x.at(0, h, 0, d);
-    std::vector<uint8_t> ref(static_cast<size_t>(vq::coding::ggml_row_bytes(t, 48)));
-    vq::coding::ggml_quantize_row(t, row.data(), 48, ref.data());
-    EXPECT_TRUE(std::equal(ref.begin(), ref.end(), blk.sections[0].bytes.begin()));
+    ASSERT_EQ(blk.sections.size(), 3u);
+    EXPECT_EQ(blk.total_bytes(), 3 * 10 * vq::coding::ggml_block_bytes(t));
+    EXPECT_EQ(blk.breakdown().params, 3 * 10 * 2);
+    // Head 1's first token is one ggml block of its own 32 values.
+    std::vector<uint8_t> ref(static_cast<size_t>(vq::coding::ggml_row_bytes(t, D)));
+    vq::coding::ggml_quantize_row(t, x.row(0, 1, 0), D, ref.data());
+    EXPECT_TRUE(std::equal(ref.begin(), ref.end(), blk.sections[1].bytes.begin()));
+    EXPECT_THROW(vq::make_codec(id, 16), vq::InvalidArgument);
+    EXPECT_NO_THROW(vq::make_codec(std::string(id) + ":block=16", 16));
   }
 }
 
