@@ -171,6 +171,10 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos_to
 
 std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
+  // The dummy prefix encode() puts before the text comes back as a space at the start of the
+  // first piece; like libsentencepiece, decode drops that one space (only at the very start of
+  // the text: control tokens before it give no text, a byte piece or a space after them stays).
+  bool at_start = add_space_prefix;
   for (int32_t id : ids) {
     VQ_CHECK(id >= 0 && id < vocab.size(), InvalidArgument, "token id ", id, " outside [0, ",
              vocab.size(), ")");
@@ -179,10 +183,13 @@ std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
     if (ty == kControl || ty == kUnknown) continue;
     unsigned v = 0;
     if (ty == kByte && p.size() == 6 && std::sscanf(p.c_str(), "<0x%02X>", &v) == 1) {
+      at_start = false;
       out += static_cast<char>(v);
       continue;
     }
     size_t i = 0;
+    if (at_start && p.compare(0, kSpace.size(), kSpace) == 0) i = kSpace.size();
+    at_start = false;
     while (i < p.size()) {
       if (p.compare(i, kSpace.size(), kSpace) == 0) {
         out += ' ';

@@ -73,8 +73,10 @@ TEST(Pretokenizer, EveryNamePreservesTheTextAndUnknownOnesAreRefused) {
 
 // A tiny SPM vocabulary written as a GGUF: merges by score, byte fallback, a user-defined token
 // that is matched in text and a control token that is not (unless parse_special).
-vqtest::Bytes tiny_spm_gguf(const std::string& model = "llama") {
+vqtest::Bytes tiny_spm_gguf(const std::string& model = "llama", int space_prefix = -1) {
   vqtest::GgufWriter w;
+  if (space_prefix >= 0)
+    w.kv<uint8_t>("tokenizer.ggml.add_space_prefix", 7, static_cast<uint8_t>(space_prefix));
   std::vector<std::string> tokens = {"<unk>",
                                      "<s>",
                                      "</s>",
@@ -117,8 +119,22 @@ TEST(GgufVocab, SpmMergesByScoreWithByteFallbackAndSpecials) {
   EXPECT_EQ(t->encode("<s>", false, true), (std::vector<int32_t>{1}));
   EXPECT_NE(t->encode("<s>", false, false), (std::vector<int32_t>{1}));
   EXPECT_EQ(t->encode("", false), (std::vector<int32_t>{}));
-  EXPECT_EQ(t->decode(t->encode("ab abc\n", false)), " ab abc\n");
+  // The dummy-prefix space is dropped at the start of the text only: after BOS too, and a
+  // user-defined token's own text keeps the space encode put after it.
+  EXPECT_EQ(t->decode(t->encode("ab abc\n", false)), "ab abc\n");
+  EXPECT_EQ(t->decode(t->encode("ab abc\n", true)), "ab abc\n");
+  EXPECT_EQ(t->decode({7, 7}), "ab ab");
+  EXPECT_EQ(t->decode(t->encode("[U]ab", false)), "[U] ab");
   EXPECT_THROW(t->decode({99}), vq::InvalidArgument);
+}
+
+// Without a dummy prefix (tokenizer.ggml.add_space_prefix = false) nothing is added, so a
+// leading space that decodes from the first piece is the text's own and stays.
+TEST(GgufVocab, SpmWithoutSpacePrefixKeepsLeadingSpace) {
+  const auto t = from_bytes(tiny_spm_gguf("llama", 0));
+  EXPECT_EQ(t->encode("ab", false), (std::vector<int32_t>{6}));  // "ab", no "▁"
+  EXPECT_EQ(t->decode({7}), " ab");
+  EXPECT_EQ(from_bytes(tiny_spm_gguf("llama", 1))->decode({7}), "ab");
 }
 
 TEST(GgufVocab, RefusalsNameTheProblem) {
