@@ -362,7 +362,7 @@ class PyModel {
       g = vq::generate_text(*m_, ids, cfg, eo, go);
     }
     py::str out = utf8_str(g.text);
-    if (!return_tokens) return std::move(out);
+    if (!return_tokens) return out;
     return py::make_tuple(out, py::cast(g.tokens));
   }
 

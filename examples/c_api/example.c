@@ -56,10 +56,10 @@ static int run_model(const char* path) {
          (long long)info.head_dim, (long long)info.vocab_size, (long long)info.context_length);
   CHECK(vq_model_tokenize(m, prompt, strlen(prompt), 1, ids, 64, &n));
   printf("'%s' -> %lld tokens, first %d\n", prompt, (long long)n, (int)ids[0]);
-  CHECK(vq_model_generate(m, prompt, "snapkv:budget=64+q8_0", 48, 0, &text, &gen, &n_new));
-  printf("snapkv:budget=64+q8_0 generates %lld tokens: %s\n", (long long)n_new, text);
+  CHECK(vq_model_generate(m, prompt, "snapkv:budget=64+q8_0:block=8", 48, 0, &text, &gen, &n_new));
+  printf("snapkv:budget=64+q8_0:block=8 generates %lld tokens: %s\n", (long long)n_new, text);
   if (strncmp(text, prompt, strlen(prompt)) != 0 || n_new <= 0) return 1;
-  CHECK(vq_model_evaluate(m, gen, n_new, "snapkv:budget=16+q8_0", 0, 0, 0, &r));
+  CHECK(vq_model_evaluate(m, gen, n_new, "snapkv:budget=16+q8_0:block=8", 0, 0, 0, &r));
   printf("on them: perplexity %.4f (full %.4f), KL %.6f, top-1 %.3f, %.2fx fp16\n", r.perplexity,
          r.full_perplexity, r.kl_mean, r.top1_agreement, r.compression_ratio);
   if (r.predicted_tokens != n_new || !(r.kl_mean >= 0.0)) return 1;

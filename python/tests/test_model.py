@@ -32,7 +32,7 @@ def test_open_config_and_tokenize_match_cli(name, model_file, cli):
 
 
 @pytest.mark.parametrize("name", MODELS)
-@pytest.mark.parametrize("method", ["full", "snapkv:budget=64+q8_0", "h2o:budget=32"])
+@pytest.mark.parametrize("method", ["full", "snapkv:budget=64+q8_0:block=8", "h2o:budget=32"])
 def test_generate_equals_cli(name, method, model_file, cli):
     path = model_file(name)
     m = vq.Model(path)
@@ -63,7 +63,7 @@ def test_evaluate_equals_cli_eval(name, model_file, cli, tmp_path):
     path = model_file(name)
     with open(model_file("tinystories-val.txt"), encoding="utf-8") as f:
         text = f.read()[:8000]
-    methods = ["snapkv:budget=64+q8_0", "h2o:budget=64", "q8_0"]
+    methods = ["snapkv:budget=64+q8_0:block=8", "h2o:budget=64", "q8_0:block=8"]
     m = vq.Model(path)
     got = m.evaluate(text=text, methods=methods, max_tokens=800, skip_tokens=10)
     tf = tmp_path / "text.txt"

@@ -63,14 +63,6 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos_token,
                                           bool parse_special) const {
-  if (nfc_ascii_only) {
-    for (size_t i = 0; i < text.size(); ++i)
-      VQ_CHECK(static_cast<unsigned char>(text[i]) < 0x80, InvalidArgument,
-               "this tokenizer.json normalizes text to NFC, which VeloxQuant does not implement; "
-               "only ASCII text can be encoded with it (byte 0x",
-               std::hex, static_cast<int>(static_cast<unsigned char>(text[i])), std::dec,
-               " at offset ", i, ")");
-  }
   std::vector<int32_t> out;
   if (add_bos_token && bos >= 0) out.push_back(bos);
   std::vector<int32_t> specials = always_specials;
@@ -82,7 +74,9 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos_to
       first = false;
       continue;
     }
-    std::string t = f.text;
+    // Special tokens are matched on the raw text; the text between them is normalized (as the
+    // tokenizers library does: added tokens are extracted before the normalizer runs).
+    std::string t = normalize_unicode(f.text, normalizer);
     if (add_prefix_space && first && !t.empty() && t[0] != ' ') t.insert(t.begin(), ' ');
     first = false;
     for (const std::string& w : splitter.split(t)) encode_word(bytes_to_unicode(w), out);

@@ -85,7 +85,7 @@ TEST(CApiModel, GgufTokenizeGenerateMatchCpp) {
   EXPECT_EQ(std::string(back, back_size), text);  // no dummy-prefix space
   vq_free(back);
 
-  for (const char* spec : {"full", "snapkv:budget=64+q8_0"}) {
+  for (const char* spec : {"full", "snapkv:budget=64+q8_0:block=8"}) {
     std::vector<int32_t> toks;
     const std::string got = c_generate(h.m, "Once upon a time", spec, 40, &toks);
     vq::GenerateOptions go;
@@ -110,10 +110,10 @@ TEST(CApiModel, GenerateEqualsCli) {
   VQ_REQUIRE_MODEL_FILE(bin, "stories260K.bin");
   ModelHandle h;
   ASSERT_EQ(vq_model_open(bin.c_str(), nullptr, &h.m), VQ_OK) << vq_last_error();
-  const std::string got = c_generate(h.m, "The cat", "snapkv:budget=64+q8_0", 60);
-  const vqtest::CliRun r = vqtest::run_cli("generate -q --model '" + bin +
+  const std::string got = c_generate(h.m, "The cat", "snapkv:budget=64+q8_0:block=8", 60);
+  const vqtest::CliRun r = vqtest::run_cli("-q generate --model '" + bin +
                                            "' --prompt 'The cat' --method "
-                                           "'snapkv:budget=64+q8_0' --steps 60");
+                                           "'snapkv:budget=64+q8_0:block=8' --steps 60");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_EQ(r.out, got + "\n");
 }
@@ -135,7 +135,7 @@ TEST(CApiModel, EvaluateMatchesRunFidelity) {
             VQ_OK)
       << vq_last_error();
   ASSERT_EQ(vq_model_evaluate(h.m, ids.data(), static_cast<int64_t>(ids.size()),
-                              "snapkv:budget=64+q8_0", 700, 0, 0, &q8),
+                              "snapkv:budget=64+q8_0:block=8", 700, 0, 0, &q8),
             VQ_OK)
       << vq_last_error();
   EXPECT_EQ(full.predicted_tokens, 700);
@@ -144,7 +144,7 @@ TEST(CApiModel, EvaluateMatchesRunFidelity) {
   EXPECT_EQ(full.perplexity, full.full_perplexity);
 
   vq::eval::FidelityOptions fo;
-  fo.methods = {"snapkv:budget=64+q8_0"};
+  fo.methods = {"snapkv:budget=64+q8_0:block=8"};
   const auto rep = vq::eval::run_fidelity(
       ref.model, vq::eval::make_windows(ids, ref.model.config().seq_len, 700, ref.bos()), fo);
   EXPECT_EQ(q8.kl_mean, rep.methods[0].kl_mean);
@@ -152,7 +152,9 @@ TEST(CApiModel, EvaluateMatchesRunFidelity) {
   EXPECT_EQ(q8.top1_agreement, rep.methods[0].top1_agreement);
   EXPECT_EQ(q8.full_perplexity, full.perplexity);
   EXPECT_GT(q8.kl_mean, 0.0);
-  EXPECT_GT(q8.compression_ratio, 1.0);
+  EXPECT_EQ(q8.compression_ratio, rep.methods[0].compression_ratio);
+  EXPECT_EQ(q8.bytes_per_token, rep.methods[0].bytes_per_token);
+  EXPECT_GT(q8.bytes_per_token, 0.0);
 }
 
 TEST(CApiModel, ErrorsAreStatusCodesWithMessages) {
