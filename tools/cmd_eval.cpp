@@ -96,15 +96,11 @@ std::vector<double> parse_ratios(const std::string& s) {
 }
 
 nlohmann::json config_json(const vq::ModelConfig& mc) {
-  return {{"architecture", mc.architecture},
-          {"dim", mc.dim},
-          {"hidden_dim", mc.hidden_dim},
-          {"n_layers", mc.n_layers},
-          {"n_heads", mc.n_heads},
-          {"n_kv_heads", mc.n_kv_heads},
-          {"head_dim", mc.head_dim()},
-          {"vocab_size", mc.vocab_size},
-          {"seq_len", mc.seq_len}};
+  return {{"architecture", mc.architecture}, {"dim", mc.dim},
+          {"hidden_dim", mc.hidden_dim},     {"n_layers", mc.n_layers},
+          {"n_heads", mc.n_heads},           {"n_kv_heads", mc.n_kv_heads},
+          {"head_dim", mc.head_dim()},       {"vocab_size", mc.vocab_size},
+          {"seq_len", mc.seq_len},           {"sliding_window", mc.sliding_window}};
 }
 
 void print_model_line(const std::string& model_path, const vq::ModelConfig& mc) {

@@ -54,6 +54,9 @@ def model_file(request):
     def find(name):
         for d in dirs:
             if d and os.path.exists(os.path.join(d, name)):
+                # The library looks for a .bin model's tokNNN.bin itself ($VQ_MODELS_DIR first):
+                # point it at the directory the model came from.
+                os.environ["VQ_MODELS_DIR"] = d
                 return os.path.join(d, name)
         pytest.skip(f"{name} not found (searched --models-dir, $VQ_MODELS_DIR, "
                     f"../shared/models); see docs/eval.md for where to download it")
