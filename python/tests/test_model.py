@@ -106,3 +106,20 @@ def test_errors_are_exceptions(model_file, tmp_path):
         m.generate("a", steps=-1)
     with pytest.raises(ValueError, match="105"):
         vq.Model(model_file("stories260K.bin"), tokenizer=model_file("tok105.bin"))
+
+
+def test_one_model_from_several_threads(model_file):
+    import threading
+    m = vq.Model(model_file("stories260K.gguf"))
+    prompts = ["Once upon a time", "The cat", "Tom and Sue", "One day"]
+    want = [m.generate(p, method="h2o:budget=32", steps=60) for p in prompts]
+    got = [None] * len(prompts)
+
+    def run(i):
+        got[i] = m.generate(prompts[i], method="h2o:budget=32", steps=60)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == want
