@@ -27,7 +27,9 @@ if(VQ_BUILD_PYTHON)
       ${CMAKE_SOURCE_DIR}/python/veloxquant_module.cpp)
     set_target_properties(veloxquant_python PROPERTIES OUTPUT_NAME veloxquant
       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/python)
-    target_link_libraries(veloxquant_python PRIVATE veloxquant vq_warnings)
+    # src/ for eval/fidelity.hpp (the evaluation the module shares with the CLI)
+    target_include_directories(veloxquant_python PRIVATE ${CMAKE_SOURCE_DIR}/src)
+    target_link_libraries(veloxquant_python PRIVATE veloxquant vq_warnings nlohmann_json::nlohmann_json)
     if(VQ_BUILD_TESTS)
       add_test(NAME python_tests COMMAND ${Python_EXECUTABLE} -m pytest -q -p no:cacheprovider
         ${CMAKE_SOURCE_DIR}/python/tests)
@@ -46,6 +48,11 @@ target_compile_options(vq_c_api_example PRIVATE -Wall -Wextra -Wpedantic
   $<$<BOOL:${VQ_WERROR}>:-Werror>)
 if(VQ_BUILD_TESTS)
   add_test(NAME c_api_example COMMAND vq_c_api_example)
+  # With the shared model files present, the example also opens, runs and evaluates a model.
+  set(_vq_example_model ${CMAKE_SOURCE_DIR}/../shared/models/stories260K.gguf)
+  if(EXISTS ${_vq_example_model})
+    add_test(NAME c_api_example_model COMMAND vq_c_api_example ${_vq_example_model})
+  endif()
 endif()
 
 # ------------------------------------------------------------------------------------------------

@@ -7,6 +7,10 @@
 //   cache.stats                                    # dict of byte-accounting fields
 //   blob = vq.compress(x, "kvtc:bit_budget=128")   # bytes of the .vqkv format
 //   x2 = vq.decompress(blob)
+//   m = vq.Model("stories260K.gguf")              # or a HF directory, or a .bin (+ tokenizer=)
+//   m.tokenize("Once upon a time")                 # token ids (BOS first)
+//   m.generate("Once upon a time", method="snapkv:budget=64+q8_0", steps=32)   # greedy text
+//   m.evaluate(text="...", methods=["q8_0"])       # KL / perplexity vs full, as `veloxquant eval`
 //
 // Every vq::Error surfaces as ValueError carrying the library's message.
 //
@@ -25,11 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "eval/fidelity.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
+#include "veloxquant/text_model.hpp"
 #include "veloxquant/vqkv.hpp"
 
 namespace py = pybind11;
@@ -272,6 +278,139 @@ py::dict method_info(const std::string& id) {
   return d;
 }
 
+// Text from the library (UTF-8) as a Python str; bytes that are not valid UTF-8 (a multi-byte
+// character cut by the step limit) become U+FFFD.
+py::str utf8_str(const std::string& s) {
+  PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(o);
+}
+
+// A nlohmann::json value as Python objects (through the json module, so numbers keep the exact
+// doubles the CLI writes).
+py::object json_to_py(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump());
+}
+
+// A model with its tokenizer. Immutable once open: calls release the GIL and may run in parallel.
+class PyModel {
+ public:
+  PyModel(const std::string& path, const py::object& tokenizer) {
+    const std::string tok = tokenizer.is_none() ? std::string() : tokenizer.cast<std::string>();
+    py::gil_scoped_release release;
+    m_ = std::make_shared<const vq::TextModel>(vq::TextModel::open(path, tok));
+  }
+  const vq::TextModel& get() const { return *m_; }
+
+  py::dict config() const {
+    const vq::ModelConfig& c = m_->model.config();
+    py::dict d;
+    d["architecture"] = c.architecture;
+    d["dim"] = c.dim;
+    d["hidden_dim"] = c.hidden_dim;
+    d["n_layers"] = c.n_layers;
+    d["n_heads"] = c.n_heads;
+    d["n_kv_heads"] = c.n_kv_heads;
+    d["head_dim"] = c.head_dim();
+    d["vocab_size"] = c.vocab_size;
+    d["context_length"] = c.seq_len;
+    d["bos_id"] = m_->tok->bos_id();
+    d["eos_id"] = m_->tok->eos_id();
+    d["tokenizer"] = m_->tok->description();
+    d["model_path"] = m_->model_path;
+    d["tokenizer_path"] = m_->tokenizer_path;
+    return d;
+  }
+
+  std::vector<int32_t> tokenize(const std::string& text, const py::object& add_bos) const {
+    const bool bos = add_bos.is_none() ? m_->tokenizer().add_bos_default() : add_bos.cast<bool>();
+    py::gil_scoped_release release;
+    return m_->tokenizer().encode(text, bos, false);
+  }
+
+  py::str detokenize(const std::vector<int32_t>& ids) const {
+    std::string s;
+    {
+      py::gil_scoped_release release;
+      m_->check_ids(ids, "detokenize");
+      s = m_->tokenizer().decode(ids);
+    }
+    return utf8_str(s);
+  }
+
+  py::object generate(const py::object& prompt, const std::string& method, int64_t steps,
+                      uint64_t seed, bool strict_view, bool return_tokens) const {
+    if (steps < 0) throw py::value_error("generate: steps = " + std::to_string(steps) + " < 0");
+    vq::GeneratedText g;
+    std::vector<int32_t> ids;
+    std::string text;
+    const bool given_ids = !prompt.is_none() && !py::isinstance<py::str>(prompt);
+    if (given_ids)
+      ids = prompt.cast<std::vector<int32_t>>();
+    else if (!prompt.is_none())
+      text = prompt.cast<std::string>();
+    {
+      py::gil_scoped_release release;
+      const vq::CacheConfig cfg = vq::CacheConfig::parse(method);
+      if (!given_ids) ids = m_->encode_prompt(text);
+      vq::EngineOptions eo;
+      eo.seed = seed;
+      eo.strict_view = strict_view;
+      vq::GenerateOptions go;
+      go.steps = steps;
+      go.seed = seed;
+      g = vq::generate_text(*m_, ids, cfg, eo, go);
+    }
+    py::str out = utf8_str(g.text);
+    if (!return_tokens) return out;
+    return py::make_tuple(out, py::cast(g.tokens));
+  }
+
+  py::object evaluate(const py::object& text, const py::object& ids_obj, const py::object& methods,
+                      int64_t max_tokens, int64_t skip_tokens, int64_t prefill, uint64_t seed,
+                      bool strict_view) const {
+    if (text.is_none() == ids_obj.is_none())
+      throw py::value_error("evaluate: pass exactly one of text= or ids=");
+    std::vector<std::string> specs;
+    if (py::isinstance<py::str>(methods))
+      specs.push_back(methods.cast<std::string>());
+    else
+      specs = methods.cast<std::vector<std::string>>();
+    if (specs.empty()) throw py::value_error("evaluate: methods names no method");
+    if (max_tokens < 0 || skip_tokens < 0 || prefill < 0)
+      throw py::value_error("evaluate: max_tokens, skip_tokens and prefill must be >= 0");
+    const std::string source = text.is_none() ? "ids" : "text";
+    std::vector<int32_t> ids;
+    std::string t;
+    if (!ids_obj.is_none()) ids = ids_obj.cast<std::vector<int32_t>>();
+    if (!text.is_none()) t = text.cast<std::string>();
+    nlohmann::json j;
+    {
+      py::gil_scoped_release release;
+      if (source == "text") ids = m_->tokenizer().encode(t, false, false);
+      m_->check_ids(ids, "evaluate: ids");
+      const auto windows = vq::eval::eval_windows(ids, m_->model.config().seq_len, skip_tokens,
+                                                  max_tokens, m_->bos(), source);
+      vq::eval::FidelityOptions fo;
+      fo.methods = specs;
+      fo.run.prefill = prefill;
+      fo.run.seed = seed;
+      fo.run.strict_view = strict_view;
+      const vq::eval::FidelityReport rep = vq::eval::run_fidelity(m_->model, windows, fo);
+      nlohmann::json jm = nlohmann::json::array();
+      for (const auto& r : rep.methods) jm.push_back(vq::eval::to_json(r));
+      j = {{"windows", rep.n_windows},
+           {"predicted_tokens", rep.predicted_tokens},
+           {"reference", vq::eval::to_json(rep.reference)},
+           {"methods", jm}};
+    }
+    return json_to_py(j);
+  }
+
+ private:
+  std::shared_ptr<const vq::TextModel> m_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(veloxquant, m) {
@@ -351,6 +490,34 @@ PYBIND11_MODULE(veloxquant, m) {
                  ", offset=" + std::to_string(k.offset()) + ")";
         });
       });
+
+  py::class_<PyModel>(m, "Model",
+                      "A model and its tokenizer: a .gguf file, a Hugging Face directory or a "
+                      "llama2.c .bin (its tokNNN.bin found by vocabulary size, or tokenizer=).")
+      .def(py::init<const std::string&, const py::object&>(), py::arg("path"),
+           py::arg("tokenizer") = py::none())
+      .def_property_readonly("config", &PyModel::config,
+                             "Architecture, shapes, context length, BOS/EOS ids, tokenizer.")
+      .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("add_bos") = py::none(),
+           "Token ids of text (add_bos None = what the vocabulary asks for).")
+      .def("detokenize", &PyModel::detokenize, py::arg("ids"), "Text of token ids.")
+      .def("generate", &PyModel::generate, py::arg("prompt") = py::none(),
+           py::arg("method") = "full", py::arg("steps") = 256, py::arg("seed") = 0,
+           py::arg("strict_view") = false, py::arg("return_tokens") = false,
+           "Greedy generation with every layer's KV cache following `method`; returns the text "
+           "`veloxquant generate` prints (the prompt, then the new tokens; no final newline), or "
+           "(text, new token ids) with return_tokens=True. prompt: a str, or a list of ids used "
+           "as given (put the BOS in it), or None (BOS alone).")
+      .def("evaluate", &PyModel::evaluate, py::arg("text") = py::none(),
+           py::arg("ids") = py::none(), py::arg("methods") = "full", py::arg("max_tokens") = 0,
+           py::arg("skip_tokens") = 0, py::arg("prefill") = 0, py::arg("seed") = 0,
+           py::arg("strict_view") = false,
+           "`veloxquant eval` (decode protocol) on text (encoded without BOS) or ids: windows of "
+           "the context length each starting with BOS, every method against the full cache. "
+           "Returns {windows, predicted_tokens, reference, methods}, each result with the fields "
+           "of `veloxquant eval --json` (kl_mean, perplexity, top1_agreement, ...).")
+      .def("__repr__",
+           [](const PyModel& pm) { return "veloxquant.Model('" + pm.get().model_path + "')"; });
 
   m.def("compress", &compress, py::arg("x"), py::arg("spec"),
         "Compress a float array [S, D], [H, S, D], [L, H, S, D] or [L, 2, H, S, D] with a "

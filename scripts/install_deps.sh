@@ -3,6 +3,7 @@
 set -euo pipefail
 PKGS=(build-essential cmake ninja-build pkg-config g++ clang clang-format libclang-rt-14-dev
       libeigen3-dev nlohmann-json3-dev libcli11-dev libzstd-dev libxxhash-dev libpcre2-dev libsentencepiece-dev
+      libicu-dev
       libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-numpy python3-pytest)
 if [[ "${1:-}" == "--with-plots" ]]; then PKGS+=(python3-matplotlib); fi
 SUDO=""

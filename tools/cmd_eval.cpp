@@ -25,28 +25,7 @@ namespace fs = std::filesystem;
 /// on one core).
 constexpr int64_t kDefaultMaxTokens = 8 * 511;
 
-nlohmann::json to_json(const vq::eval::MethodResult& r) {
-  return {{"spec", r.spec},
-          {"predicted_tokens", r.predicted},
-          {"nll_sum", r.nll_sum},
-          {"perplexity", r.perplexity},
-          {"ppl_delta", r.ppl_delta},
-          {"ppl_delta_rel", r.ppl_delta_rel},
-          {"kl_mean", r.kl_mean},
-          {"kl_max", r.kl_max},
-          {"top1_agreement", r.top1_agreement},
-          {"bytes_per_token", r.bytes_per_token},
-          {"stored_bytes_per_token", r.stored_bytes_per_token},
-          {"bytes_per_token_final", r.bytes_per_token_final},
-          {"fp16_bytes_per_token", r.fp16_bytes_per_token},
-          {"compression_ratio", r.compression_ratio},
-          {"compression_ratio_final", r.compression_ratio_final},
-          {"tokens_processed", r.tokens_processed},
-          {"ratio", r.evict_ratio},
-          {"kept_per_head", r.kept_per_head},
-          {"seconds", r.seconds},
-          {"tokens_per_s", r.tokens_per_s}};
-}
+using vq::eval::to_json;
 
 std::vector<std::string> split_methods(const std::string& s) {
   std::vector<std::string> out;
@@ -117,15 +96,11 @@ std::vector<double> parse_ratios(const std::string& s) {
 }
 
 nlohmann::json config_json(const vq::ModelConfig& mc) {
-  return {{"architecture", mc.architecture},
-          {"dim", mc.dim},
-          {"hidden_dim", mc.hidden_dim},
-          {"n_layers", mc.n_layers},
-          {"n_heads", mc.n_heads},
-          {"n_kv_heads", mc.n_kv_heads},
-          {"head_dim", mc.head_dim()},
-          {"vocab_size", mc.vocab_size},
-          {"seq_len", mc.seq_len}};
+  return {{"architecture", mc.architecture}, {"dim", mc.dim},
+          {"hidden_dim", mc.hidden_dim},     {"n_layers", mc.n_layers},
+          {"n_heads", mc.n_heads},           {"n_kv_heads", mc.n_kv_heads},
+          {"head_dim", mc.head_dim()},       {"vocab_size", mc.vocab_size},
+          {"seq_len", mc.seq_len},           {"sliding_window", mc.sliding_window}};
 }
 
 void print_model_line(const std::string& model_path, const vq::ModelConfig& mc) {

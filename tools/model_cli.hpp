@@ -20,6 +20,7 @@
 #include "veloxquant/model.hpp"
 #include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
+#include "veloxquant/text_model.hpp"
 #include "veloxquant/tokenizers.hpp"
 
 namespace vqcli {
@@ -53,35 +54,8 @@ inline constexpr const char* kTokenizerHelp =
 inline constexpr const char* kTextIdsHelp =
     "pre-tokenized input instead of text: a 1-D .npy of int32 (or int64) token ids";
 
-/// A model with its tokenizer.
-struct LoadedModel {
-  std::string model_path, tokenizer_path;  ///< tokenizer_path is "" when none was loaded
-  vq::Model model;
-  std::unique_ptr<vq::TextTokenizer> tok;  ///< null only when none was needed and none found
-
-  /// The token every evaluation window starts with: the tokenizer's BOS (its EOS when it has no
-  /// BOS, as Qwen2's vocabularies), llama2.c's 1 for a .bin model without a tokenizer.
-  int32_t bos() const {
-    if (!tok) {
-      VQ_CHECK(model.is_checkpoint(), vq::InvalidArgument, "model '", model_path,
-               "' has no tokenizer, so its BOS token is unknown: pass --tokenizer");
-      return vq::Tokenizer::kBos;
-    }
-    const int32_t b = tok->bos_id() >= 0 ? tok->bos_id() : tok->eos_id();
-    VQ_CHECK(b >= 0 && b < model.config().vocab_size, vq::InvalidArgument, "tokenizer '",
-             tokenizer_path, "' defines no BOS or EOS token inside the model's vocabulary [0, ",
-             model.config().vocab_size, ")");
-    return b;
-  }
-  /// Tokens that end generation: BOS and EOS of the tokenizer (llama2.c's 1 and 2 without one).
-  std::vector<int32_t> stop_tokens() const {
-    if (!tok) return {vq::Tokenizer::kBos, vq::Tokenizer::kEos};
-    std::vector<int32_t> s;
-    for (int32_t t : {tok->bos_id(), tok->eos_id()})
-      if (t >= 0) s.push_back(t);
-    return s;
-  }
-};
+/// A model with its tokenizer (the library's TextModel).
+using LoadedModel = vq::TextModel;
 
 /// Load --model (or the default model) and its tokenizer: --tokenizer when given, else the one
 /// inside a .gguf / Hugging Face directory, else (a .bin) the tokNNN.bin matching its vocabulary.
@@ -89,36 +63,7 @@ struct LoadedModel {
 /// not an error (tok stays null).
 inline LoadedModel load_model(const std::string& model_arg, const std::string& tok_arg,
                               bool need_tokenizer) {
-  LoadedModel m;
-  m.model_path = resolve_model(model_arg);
-  m.model = vq::Model::open(m.model_path);
-  const int64_t V = m.model.config().vocab_size;
-  std::string tp = tok_arg;
-  if (tp.empty() && m.model.is_checkpoint()) {
-    const std::string name = vq::default_tokenizer_for(V);
-    VQ_CHECK(!name.empty() || !need_tokenizer, vq::InvalidArgument,
-             "no default tokenizer is known for vocab_size = ", V, "; pass --tokenizer");
-    tp = name.empty() ? std::string() : vq::locate_model_file(name);
-    if (tp.empty() && need_tokenizer) tp = vq::find_model_file(name);  // throws, naming it
-  } else if (tp.empty()) {
-    tp = m.model_path;  // the vocabulary inside the .gguf / directory
-  }
-  if (tp.empty()) return m;
-  try {
-    m.tok = vq::load_tokenizer(tp);
-  } catch (const vq::Error&) {
-    if (need_tokenizer || !tok_arg.empty()) throw;
-    return m;  // --text-ids: a model without a vocabulary is fine
-  }
-  m.tokenizer_path = tp;
-  const int64_t tv = m.tok->vocab_size();
-  if (m.model.is_checkpoint())
-    VQ_CHECK(tv == V, vq::InvalidArgument, "tokenizer '", tp, "' holds ", tv,
-             " pieces but the model's vocabulary has ", V, " (model '", m.model_path, "')");
-  else
-    VQ_CHECK(tv <= V, vq::InvalidArgument, "tokenizer '", tp, "' has ", tv,
-             " tokens, more than the ", V, " rows of model '", m.model_path, "'");
-  return m;
+  return vq::TextModel::open(resolve_model(model_arg), tok_arg, need_tokenizer);
 }
 
 /// Token ids from a .npy (1-D, int32 or int64), each checked against the vocabulary.
@@ -170,13 +115,12 @@ inline std::vector<std::vector<int32_t>> text_windows(const LoadedModel& m,
     text_path = vq::find_model_file(kDefaultText, text_arg);
     enc = m.tok->encode(read_text_file(text_path), false, false);
   }
+  // The messages name the options a user of the CLI passes.
   VQ_CHECK(skip_tokens < static_cast<int64_t>(enc.size()), vq::InvalidArgument, "--skip-tokens ",
            skip_tokens, " leaves nothing to ", purpose, ": the text '", text_path, "' encodes to ",
            enc.size(), " tokens");
-  enc.erase(enc.begin(), enc.begin() + skip_tokens);
-  auto windows = vq::eval::make_windows(enc, mc.seq_len, max_tokens, m.bos());
-  VQ_CHECK(!windows.empty(), vq::InvalidArgument, "the text '", text_path,
-           "' encodes to no tokens");
+  auto windows =
+      vq::eval::eval_windows(enc, mc.seq_len, skip_tokens, max_tokens, m.bos(), text_path);
   return windows;
 }
 

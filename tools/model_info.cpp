@@ -47,6 +47,7 @@ nlohmann::json gguf_info(const std::string& path) {
                         {"head_count_kv", num("attention.head_count_kv")},
                         {"rope_freq_base", num("rope.freq_base")},
                         {"rms_norm_eps", num("attention.layer_norm_rms_epsilon")},
+                        {"sliding_window", num("attention.sliding_window")},
                         {"vocab_size", num("vocab_size")}};
   nlohmann::json tensors = nlohmann::json::array();
   std::map<std::string, std::pair<int64_t, uint64_t>> by_type;
@@ -99,6 +100,7 @@ nlohmann::json hf_info(const std::string& path) {
                    {"rms_norm_eps", c.rms_norm_eps},
                    {"tie_word_embeddings", c.tie_word_embeddings},
                    {"attention_bias", c.attention_bias}};
+    if (c.sliding_window > 0) j["config"]["sliding_window"] = c.sliding_window;
     j["tokenizer"] = tokenizer_line(path);
   }
   const vq::SafetensorsModel m = vq::SafetensorsModel::open(path);

@@ -1,6 +1,7 @@
 /* Uses the VeloxQuant C API: an eviction cache fed token by token, its kept positions and byte
- * accounting, then a .vqkv compress/decompress round trip and the error path. Exits non-zero when
- * any result is not what the API promises, so it doubles as a test. */
+ * accounting, then a .vqkv compress/decompress round trip and the error path; with a model path
+ * argument (`c_api_example stories260K.gguf`) also a model: tokens, generation, evaluation. Exits
+ * non-zero when any result is not what the API promises, so it doubles as a test. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,41 @@ static int same_at_fp16(const float* a, const float* b, int n) {
   return 1;
 }
 
-int main(void) {
+/* A model given on the command line (a .gguf, a Hugging Face directory or a llama2.c .bin with
+ * its tokenizer found next to it): its shapes, a prompt's tokens, greedy text with a compressed
+ * cache, and that cache's fidelity against the full one on the generated tokens. */
+static int run_model(const char* path) {
+  vq_model* m = NULL;
+  vq_model_info info;
+  const char* prompt = "Once upon a time";
+  int64_t n = 0, n_new = 0;
+  int32_t ids[64];
+  char* text = NULL;
+  int32_t* gen = NULL;
+  vq_eval_result r;
+  CHECK(vq_model_open(path, NULL, &m));
+  CHECK(vq_model_get_info(m, &info));
+  printf("model %s: %lld layers, %lld/%lld heads, head_dim %lld, vocab %lld, context %lld\n", path,
+         (long long)info.n_layers, (long long)info.n_heads, (long long)info.n_kv_heads,
+         (long long)info.head_dim, (long long)info.vocab_size, (long long)info.context_length);
+  CHECK(vq_model_tokenize(m, prompt, strlen(prompt), 1, ids, 64, &n));
+  printf("'%s' -> %lld tokens, first %d\n", prompt, (long long)n, (int)ids[0]);
+  CHECK(vq_model_generate(m, prompt, "snapkv:budget=64+q8_0:block=8", 48, 0, &text, &gen, &n_new));
+  printf("snapkv:budget=64+q8_0:block=8 generates %lld tokens: %s\n", (long long)n_new, text);
+  if (strncmp(text, prompt, strlen(prompt)) != 0 || n_new <= 0) return 1;
+  CHECK(vq_model_evaluate(m, gen, n_new, "snapkv:budget=16+q8_0:block=8", 0, 0, 0, &r));
+  printf("on them: perplexity %.4f (full %.4f), KL %.6f, top-1 %.3f, %.2fx fp16\n", r.perplexity,
+         r.full_perplexity, r.kl_mean, r.top1_agreement, r.compression_ratio);
+  if (r.predicted_tokens != n_new || !(r.kl_mean >= 0.0)) return 1;
+  vq_free(text);
+  vq_free(gen);
+  vq_model_destroy(m);
+  if (vq_model_open("/nonexistent/model.gguf", NULL, &m) != VQ_ERR_IO || m != NULL) return 1;
+  printf("missing model: %s\n", vq_last_error());
+  return 0;
+}
+
+int main(int argc, char** argv) {
   enum { B = 1, H = 2, S = 48, D = 16, BUDGET = 12 };
   unsigned long long seed = 42;
   static float keys[B * H * S * D], values[B * H * S * D];
@@ -123,6 +158,7 @@ int main(void) {
   s = vq_cache_create("no_such_method", D, &cache);
   printf("bad spec: %s: %s\n", vq_status_name(s), vq_last_error());
   if (s != VQ_ERR_INVALID_ARGUMENT || cache != NULL || strlen(vq_last_error()) == 0) return 1;
+  if (argc > 1 && run_model(argv[1]) != 0) return 1;
   printf("ok\n");
   return 0;
 }

@@ -1,4 +1,4 @@
-/* VeloxQuant C API: KV caches and the .vqkv codec for C, Rust, Go, ... callers.
+/* VeloxQuant C API: KV caches, the .vqkv codec and models for C, Rust, Go, ... callers.
  *
  * Every function returns a vq_status; VQ_OK (0) is success. On failure, vq_last_error() returns a
  * readable message for the calling thread (valid until that thread's next VeloxQuant call). No C++
@@ -108,6 +108,78 @@ vq_status vq_decompress(const uint8_t* data, size_t size, float** values, int64_
                         int* ndim);
 /* Free a buffer returned by vq_compress / vq_decompress (NULL is fine). */
 void vq_free(void* p);
+
+/* ---- models ------------------------------------------------------------------------------ */
+
+/* A model with its tokenizer: a .gguf file, a Hugging Face directory (config.json +
+ * *.safetensors + tokenizer.json / tokenizer.model) or a llama2.c checkpoint .bin. Immutable once
+ * open: every call below may run on one model from several threads at once.
+ *
+ *   vq_model* m = NULL;
+ *   if (vq_model_open("stories260K.gguf", NULL, &m) != VQ_OK) puts(vq_last_error());
+ *   char* text = NULL;
+ *   vq_model_generate(m, "Once upon a time", "snapkv:budget=64+q8_0", 32, 0, &text, NULL, NULL);
+ *   puts(text); vq_free(text); vq_model_destroy(m);
+ */
+typedef struct vq_model vq_model;
+
+/* Open a model. tokenizer: NULL or "" = the vocabulary inside the .gguf / directory, or for a
+ * .bin the tokNNN.bin matching its vocabulary size (searched in $VQ_MODELS_DIR and
+ * ../shared/models); otherwise a tokenizer.bin, .gguf, tokenizer.model, tokenizer.json or a
+ * directory. Missing files: VQ_ERR_IO; malformed ones: VQ_ERR_FORMAT. */
+vq_status vq_model_open(const char* path, const char* tokenizer, vq_model** out);
+/* Free a model (NULL is fine). */
+void vq_model_destroy(vq_model* model);
+
+typedef struct vq_model_info {
+  int64_t vocab_size, dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim;
+  int64_t context_length; /* seq_len: the most positions one sequence may take */
+  int32_t bos_id, eos_id; /* -1 when the vocabulary has none */
+  int32_t add_bos;        /* 1 when the vocabulary asks for BOS before a text */
+} vq_model_info;
+vq_status vq_model_get_info(const vq_model* model, vq_model_info* out);
+
+/* Token ids of text[0:size] (UTF-8), with the BOS first when add_bos is non-zero. Writes at most
+ * capacity ids to ids (may be NULL when capacity is 0); *n_ids receives the full count, so a call
+ * with capacity 0 sizes the buffer. VQ_ERR_INVALID_ARGUMENT when capacity is smaller than that
+ * count (nothing useful is written then). */
+vq_status vq_model_tokenize(const vq_model* model, const char* text, size_t size, int add_bos,
+                            int32_t* ids, int64_t capacity, int64_t* n_ids);
+/* The text of ids[0:n] as the vocabulary decodes it. *text is a malloc'd NUL-terminated string
+ * (free with vq_free); *size (may be NULL) receives its length without the NUL. */
+vq_status vq_model_detokenize(const vq_model* model, const int32_t* ids, int64_t n, char** text,
+                              size_t* size);
+
+/* Greedy generation, as `veloxquant generate --prompt P --method SPEC --steps N --seed S`: the
+ * prompt is encoded with the BOS the vocabulary asks for, every layer's KV cache follows
+ * cache_spec (NULL = "full"), generation stops after `steps` tokens, at a BOS / EOS or at the
+ * context length. *text (malloc'd, free with vq_free) receives the text the CLI prints without
+ * its final newline: the prompt, then the new tokens. tokens (may be NULL) receives a malloc'd
+ * array of the *n_tokens new token ids (free with vq_free; NULL when there are none). */
+vq_status vq_model_generate(const vq_model* model, const char* prompt, const char* cache_spec,
+                            int64_t steps, uint64_t seed, char** text, int32_t** tokens,
+                            int64_t* n_tokens);
+
+/* Scores of one cache spec over a token sequence, as `veloxquant eval` computes them. */
+typedef struct vq_eval_result {
+  int64_t windows;          /* windows of the context length the tokens were cut into */
+  int64_t predicted_tokens; /* next-token predictions scored */
+  double perplexity;        /* of the method */
+  double full_perplexity;   /* of the uncompressed cache over the same windows */
+  double kl_mean;           /* mean KL(full || method), nats */
+  double kl_max;
+  double top1_agreement;    /* fraction of positions whose argmax equals full's */
+  double bytes_per_token;   /* bytes held per token per layer-head, averaged over positions */
+  double compression_ratio; /* fp16 bytes per token / bytes_per_token */
+} vq_eval_result;
+
+/* Run ids[0:n] (text tokens without BOS; the model's BOS starts every window) through the full
+ * cache and through cache_spec, and score the method: the windows, KL, top-1 and perplexity of
+ * `veloxquant eval --text-ids FILE --methods SPEC --max-tokens max_tokens --prefill prefill
+ * --seed seed` (max_tokens 0 = all ids). An id outside the vocabulary: VQ_ERR_INVALID_ARGUMENT. */
+vq_status vq_model_evaluate(const vq_model* model, const int32_t* ids, int64_t n,
+                            const char* cache_spec, int64_t max_tokens, int64_t prefill,
+                            uint64_t seed, vq_eval_result* out);
 
 #ifdef __cplusplus
 }

@@ -66,6 +66,9 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
   RopeLayout rope_layout = RopeLayout::AdjacentPairs;  ///< pairs (2i, 2i+1) or (i, i + D/2)
+  /// Sliding-window attention (Mistral): a token at position p attends to positions
+  /// p - sliding_window + 1 .. p only, whatever the cache keeps; 0 = no window.
+  int64_t sliding_window = 0;
 
   int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
   int64_t kv_dim() const { return n_heads > 0 ? dim * n_kv_heads / n_heads : 0; }

@@ -35,6 +35,10 @@ struct ArchConfig {
   bool tied_output = false;    ///< no output.weight: logits use token_embd.weight
   bool qkv_bias = false;
   RopeLayout rope_layout = RopeLayout::AdjacentPairs;
+  /// Mistral's sliding-window attention: a token attends to the last sliding_window positions
+  /// (itself included); 0 = the whole context. config.json sliding_window (model_type mistral),
+  /// GGUF <arch>.attention.sliding_window.
+  int64_t sliding_window = 0;
 };
 
 struct WeightTensor {

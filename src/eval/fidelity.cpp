@@ -124,6 +124,41 @@ std::vector<std::vector<int32_t>> make_windows(const std::vector<int32_t>& text,
   return out;
 }
 
+std::vector<std::vector<int32_t>> eval_windows(const std::vector<int32_t>& text, int64_t context,
+                                               int64_t skip_tokens, int64_t max_tokens, int32_t bos,
+                                               const std::string& source) {
+  VQ_CHECK(skip_tokens >= 0 && skip_tokens < static_cast<int64_t>(text.size()), InvalidArgument,
+           "skip_tokens = ", skip_tokens, " leaves nothing: the text '", source, "' holds ",
+           text.size(), " tokens");
+  const std::vector<int32_t> rest(text.begin() + skip_tokens, text.end());
+  auto windows = make_windows(rest, context, max_tokens, bos);
+  VQ_CHECK(!windows.empty(), InvalidArgument, "the text '", source, "' holds no tokens");
+  return windows;
+}
+
+nlohmann::json to_json(const MethodResult& r) {
+  return {{"spec", r.spec},
+          {"predicted_tokens", r.predicted},
+          {"nll_sum", r.nll_sum},
+          {"perplexity", r.perplexity},
+          {"ppl_delta", r.ppl_delta},
+          {"ppl_delta_rel", r.ppl_delta_rel},
+          {"kl_mean", r.kl_mean},
+          {"kl_max", r.kl_max},
+          {"top1_agreement", r.top1_agreement},
+          {"bytes_per_token", r.bytes_per_token},
+          {"stored_bytes_per_token", r.stored_bytes_per_token},
+          {"bytes_per_token_final", r.bytes_per_token_final},
+          {"fp16_bytes_per_token", r.fp16_bytes_per_token},
+          {"compression_ratio", r.compression_ratio},
+          {"compression_ratio_final", r.compression_ratio_final},
+          {"tokens_processed", r.tokens_processed},
+          {"ratio", r.evict_ratio},
+          {"kept_per_head", r.kept_per_head},
+          {"seconds", r.seconds},
+          {"tokens_per_s", r.tokens_per_s}};
+}
+
 FidelityReport run_fidelity(const Model& model, const std::vector<std::vector<int32_t>>& windows,
                             const FidelityOptions& opt) {
   check_windows(model, windows);

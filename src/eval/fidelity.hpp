@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "veloxquant/config.hpp"
 #include "veloxquant/model.hpp"
 
@@ -23,6 +25,13 @@ namespace vq::eval {
 std::vector<std::vector<int32_t>> make_windows(const std::vector<int32_t>& text, int64_t context,
                                                int64_t max_tokens = 0,
                                                int32_t bos = Tokenizer::kBos);
+
+/// `veloxquant eval`'s windows: text tokens (no BOS) after the first `skip_tokens`, cut by
+/// make_windows into windows of `context` starting with `bos` (at most max_tokens text tokens,
+/// 0 = all). `source` names the text in errors: InvalidArgument when skip_tokens leaves nothing.
+std::vector<std::vector<int32_t>> eval_windows(const std::vector<int32_t>& text, int64_t context,
+                                               int64_t skip_tokens, int64_t max_tokens, int32_t bos,
+                                               const std::string& source);
 
 /// How windows are fed to the engine: the first `prefill` tokens of each window (BOS included)
 /// through Engine::prefill (exact attention over the chunk, then one cache update), the rest one
@@ -66,6 +75,9 @@ struct MethodResult {
   double seconds = 0;  ///< wall time inside Engine::prefill/step (scoring excluded)
   double tokens_per_s = 0;
 };
+
+/// The fields of a MethodResult by name, as `veloxquant eval --json` writes them.
+nlohmann::json to_json(const MethodResult& r);
 
 struct FidelityOptions {
   std::vector<std::string> methods;  ///< specs to compare with `full` (full may be listed too)

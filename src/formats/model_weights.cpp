@@ -115,6 +115,7 @@ ModelWeights ModelWeights::open(const std::string& path) {
     c.rope_scaling = h.rope_scaling;
     c.qkv_bias = h.attention_bias;
     c.rope_layout = RopeLayout::HalfSplit;
+    c.sliding_window = h.sliding_window;
     const SafetensorsModel& st = *w.holder_->st;
     for (const std::string& n : st.names()) {
       const std::string canon = canonical_from_hf(n);
@@ -143,6 +144,10 @@ ModelWeights ModelWeights::open(const std::string& path) {
     c.head_dim = gguf_int(g, p + "attention.key_length", 1, 65536, c.dim / c.n_heads, false);
     c.rope_theta = g.get_float(p + "rope.freq_base", 10000.0);
     c.rms_norm_eps = g.get_float(p + "attention.layer_norm_rms_epsilon", 1e-5);
+    // Mistral's GGUF files have arch llama; the window is read for llama only (Qwen2's
+    // use_sliding_window is off in the released models, which run without a window).
+    if (arch == "llama")
+      c.sliding_window = gguf_int(g, p + "attention.sliding_window", 0, int64_t{1} << 26, 0, false);
     VQ_CHECK(c.n_heads % c.n_kv_heads == 0, FormatError, path, ": head_count_kv = ", c.n_kv_heads,
              " does not divide head_count = ", c.n_heads);
     c.qkv_bias = arch == "qwen2";

@@ -140,9 +140,10 @@ struct Engine::Impl {
   // qs) multiplies the keys attention holds itself: the self row, and pre-RoPE keys, which are
   // read into scratch and rotated. Every score is a function of its row and query only, and the
   // values are added row by row in order, so the result does not depend on block boundaries.
+  // Rows at positions below min_pos (a sliding window's start) get no weight.
   void attend_head(const store::RowSource& K, const store::RowSource& Vs, const int64_t* positions,
                    bool pre, const float* qs, const float* qr, const float* self_k,
-                   const float* self_v, float* att) {
+                   const float* self_v, float* att, int64_t min_pos = 0) {
     const int64_t n = K.rows();
     const int64_t m = n + (self_k ? 1 : 0);
     for (int64_t x = 0; x < G * D; ++x) att[x] = 0.0f;
@@ -171,17 +172,18 @@ struct Engine::Impl {
       if (self_k)  // the fp32 kernel, as for rows read into scratch
         store::float_dot_rows(store::FloatRows::F32, reinterpret_cast<const uint8_t*>(self_k),
                               4 * D, 1, D, qr + g * D, sc + n);
-      float mx = sc[0] * scale;
+      const auto out_of_window = [&](int64_t i) { return i < n && positions[i] < min_pos; };
+      float mx = -std::numeric_limits<float>::infinity();
       for (int64_t i = 0; i < m; ++i) {
         sc[i] *= scale;
-        mx = std::max(mx, sc[i]);
+        if (!out_of_window(i)) mx = std::max(mx, sc[i]);
       }
       float sum = 0.0f;
       for (int64_t i = 0; i < m; ++i) {
-        sc[i] = std::exp(sc[i] - mx);
+        sc[i] = out_of_window(i) ? 0.0f : std::exp(sc[i] - mx);
         sum += sc[i];
       }
-      const float inv = 1.0f / sum;
+      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // 0: every row outside the window
       for (int64_t i = 0; i < m; ++i) sc[i] *= inv;
     }
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
@@ -194,6 +196,12 @@ struct Engine::Impl {
         const float w = scores[static_cast<size_t>(g * m + n)];
         for (int64_t d = 0; d < D; ++d) att[g * D + d] += w * self_v[d];
       }
+  }
+
+  // The first position a token at position p attends to: p - sliding_window + 1 (0 without a
+  // window). Keys before it get no weight, whatever the cache keeps.
+  int64_t window_start(int64_t p) const {
+    return c.sliding_window > 0 ? std::max<int64_t>(0, p - c.sliding_window + 1) : 0;
   }
 
   // True when the head kept position p (the token just added).
@@ -265,7 +273,7 @@ struct Engine::Impl {
           self_v = v.data() + kh * D;
         }
         attend_head(K, cache.values(0, kh), positions, pre, q.data() + kh * G * D, qrs + kh * G * D,
-                    self_k, self_v, att.data() + kh * G * D);
+                    self_k, self_v, att.data() + kh * G * D, window_start(pos));
       }
       kernels::matvec(lw.wo, att.data(), x.data(), true);
       rmsnorm(xb.data(), x.data(), lw.rms_ffn, dim, eps);
@@ -362,6 +370,13 @@ struct Engine::Impl {
           for (int64_t s = 0; s < S; ++s) {  // causal: chunk token s sees old rows + chunk 0..s
             const int64_t valid = n_old + s + 1;
             auto row = P.row(s).head(valid);
+            const int64_t lo = window_start(pos0 + s);  // a sliding window: nothing before lo
+            if (lo > 0) {
+              for (int64_t i = 0; i < n_old; ++i)
+                if (po[i] < lo) row[i] = -std::numeric_limits<float>::infinity();
+              for (int64_t j = 0; j < s; ++j)
+                if (pos0 + j < lo) row[n_old + j] = -std::numeric_limits<float>::infinity();
+            }
             const float mx = row.maxCoeff();
             row.array() = (row.array() - mx).exp();
             row /= row.sum();

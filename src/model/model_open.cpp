@@ -103,6 +103,7 @@ Model Model::from_weights(ModelWeights weights) {
   c.rope_theta = a.rope_theta;
   c.rms_norm_eps = a.rms_norm_eps;
   c.rope_layout = a.rope_layout;
+  c.sliding_window = a.sliding_window;
 
   // fp32 copies of every vector, placed first so the pointers below stay valid.
   const int64_t kv = c.kv_dim();

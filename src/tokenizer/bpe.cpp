@@ -63,14 +63,6 @@ void BpeTokenizer::encode_word(const std::string& word, std::vector<int32_t>& ou
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos_token,
                                           bool parse_special) const {
-  if (nfc_ascii_only) {
-    for (size_t i = 0; i < text.size(); ++i)
-      VQ_CHECK(static_cast<unsigned char>(text[i]) < 0x80, InvalidArgument,
-               "this tokenizer.json normalizes text to NFC, which VeloxQuant does not implement; "
-               "only ASCII text can be encoded with it (byte 0x",
-               std::hex, static_cast<int>(static_cast<unsigned char>(text[i])), std::dec,
-               " at offset ", i, ")");
-  }
   std::vector<int32_t> out;
   if (add_bos_token && bos >= 0) out.push_back(bos);
   std::vector<int32_t> specials = always_specials;
@@ -82,7 +74,9 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_bos_to
       first = false;
       continue;
     }
-    std::string t = f.text;
+    // Special tokens are matched on the raw text; the text between them is normalized (as the
+    // tokenizers library does: added tokens are extracted before the normalizer runs).
+    std::string t = normalize_unicode(f.text, normalizer);
     if (add_prefix_space && first && !t.empty() && t[0] != ' ') t.insert(t.begin(), ' ');
     first = false;
     for (const std::string& w : splitter.split(t)) encode_word(bytes_to_unicode(w), out);
@@ -171,6 +165,10 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_bos_to
 
 std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
   std::string out;
+  // The dummy prefix encode() puts before the text comes back as a space at the start of the
+  // first piece; like libsentencepiece, decode drops that one space (only at the very start of
+  // the text: control tokens before it give no text, a byte piece or a space after them stays).
+  bool at_start = add_space_prefix;
   for (int32_t id : ids) {
     VQ_CHECK(id >= 0 && id < vocab.size(), InvalidArgument, "token id ", id, " outside [0, ",
              vocab.size(), ")");
@@ -179,10 +177,13 @@ std::string SpmTokenizer::decode(const std::vector<int32_t>& ids) const {
     if (ty == kControl || ty == kUnknown) continue;
     unsigned v = 0;
     if (ty == kByte && p.size() == 6 && std::sscanf(p.c_str(), "<0x%02X>", &v) == 1) {
+      at_start = false;
       out += static_cast<char>(v);
       continue;
     }
     size_t i = 0;
+    if (at_start && p.compare(0, kSpace.size(), kSpace) == 0) i = kSpace.size();
+    at_start = false;
     while (i < p.size()) {
       if (p.compare(i, kSpace.size(), kSpace) == 0) {
         out += ' ';

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/normalize.hpp"
 #include "tokenizer/regex_split.hpp"
 #include "tokenizer/vocab_core.hpp"
 #include "veloxquant/tokenizers.hpp"
@@ -19,9 +20,9 @@ class BpeTokenizer : public TextTokenizer {
   RegexSplitter splitter;
   bool ignore_merges = false;  ///< a word that is itself a token is emitted whole (llama3)
   bool add_prefix_space = false;
-  /// The tokenizer.json asks for NFC normalization, which is not implemented: only text whose
-  /// NFC form is itself for certain (ASCII) is encoded, anything else is refused.
-  bool nfc_ascii_only = false;
+  /// The tokenizer.json's Unicode normalizer (NFC for Qwen2), applied to the text between
+  /// special tokens before pre-tokenization.
+  UnicodeForm normalizer = UnicodeForm::None;
   std::vector<int32_t> always_specials;  ///< matched even with parse_special = false
   std::vector<int32_t> parse_specials;   ///< matched only with parse_special = true
   int32_t bos = -1, eos = -1;

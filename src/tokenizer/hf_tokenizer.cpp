@@ -83,13 +83,13 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   VQ_CHECK(mtype == "BPE", FormatError, path, ": tokenizer model type ", mtype,
            " is not supported (supported: BPE with a ByteLevel pre-tokenizer; for SentencePiece "
            "models use tokenizer.model)");
-  bool nfc = false;
+  UnicodeForm form = UnicodeForm::None;
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const std::string nt =
         j["normalizer"].is_object() ? j["normalizer"].value("type", std::string("?")) : "?";
-    VQ_CHECK(nt == "NFC", FormatError, path, ": normalizer ", nt,
-             " is not supported (supported: none, or NFC for ASCII text only)");
-    nfc = true;
+    form = unicode_form(nt);
+    VQ_CHECK(form != UnicodeForm::None, FormatError, path, ": normalizer ", nt,
+             " is not supported (supported: none, NFC, NFD, NFKC, NFKD)");
   }
   std::vector<std::string> regexes;
   bool byte_level = false, prefix_space = false;
@@ -165,7 +165,7 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   t->ignore_merges = m.value("ignore_merges", false);
   t->splitter = RegexSplitter(regexes);
   t->add_prefix_space = prefix_space;
-  t->nfc_ascii_only = nfc;
+  t->normalizer = form;
 
   // BOS / EOS.
   const std::filesystem::path cfg =
@@ -205,7 +205,8 @@ std::unique_ptr<TextTokenizer> load_hf_tokenizer_json(const std::string& path) {
   if (t->bos < 0) t->add_bos = false;
   t->desc = detail::cat("tokenizer.json (byte-level BPE, ", t->vocab.size(), " tokens, ",
                         t->ranks.size(), " merges, ", regexes.size(), " split regexes",
-                        nfc ? ", NFC: ASCII text only" : "", ")");
+                        form != UnicodeForm::None ? ", normalizer " : "",
+                        form != UnicodeForm::None ? unicode_form_name(form) : "", ")");
   return t;
 }
 

@@ -21,13 +21,7 @@ namespace {
 using vqtest::CliRun;
 using vqtest::run_cli;
 
-bool have_cli() {
-#ifdef VQ_CLI_PATH
-  return std::filesystem::exists(VQ_CLI_PATH);
-#else
-  return false;
-#endif
-}
+using vqtest::have_cli;
 
 TEST(CliModel, GeneratePerplexityAndEval) {
   if (!have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";

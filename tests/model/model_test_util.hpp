@@ -80,6 +80,15 @@ struct CliRun {
   std::string out;
 };
 
+/// Whether the veloxquant CLI was built with the tests.
+inline bool have_cli() {
+#ifdef VQ_CLI_PATH
+  return std::filesystem::exists(VQ_CLI_PATH);
+#else
+  return false;
+#endif
+}
+
 /// Runs the veloxquant CLI built with the tests (VQ_CLI_PATH) with `args`.
 inline CliRun run_cli(const std::string& args) {
   CliRun r;

@@ -160,7 +160,8 @@ def read_gguf(path):
                n_kv=meta.get(p + "attention.head_count_kv", meta[p + "attention.head_count"]),
                eps=meta.get(p + "attention.layer_norm_rms_epsilon", 1e-5),
                theta=meta.get(p + "rope.freq_base", 10000.0),
-               n_layers=meta[p + "block_count"], neox=(arch == "qwen2"), scaling=None)
+               n_layers=meta[p + "block_count"], neox=(arch == "qwen2"), scaling=None,
+               window=meta.get(p + "attention.sliding_window", 0))
     return cfg, tensors
 
 
@@ -204,7 +205,8 @@ def read_hf(d):
     cfg = dict(arch=c["model_type"], n_heads=c["num_attention_heads"],
                n_kv=c.get("num_key_value_heads", c["num_attention_heads"]),
                eps=c.get("rms_norm_eps", 1e-6), theta=c.get("rope_theta", 10000.0),
-               n_layers=c["num_hidden_layers"], neox=True, scaling=c.get("rope_scaling"))
+               n_layers=c["num_hidden_layers"], neox=True, scaling=c.get("rope_scaling"),
+               window=(c.get("sliding_window") or 0) if c["model_type"] == "mistral" else 0)
     return cfg, tensors
 
 
@@ -275,6 +277,8 @@ def forward(cfg, T, tokens, fp16_kv):
             Ks[l].append(rnd(k))
             Vs[l].append(rnd(v.reshape(Hkv, D)))
             K, V = np.stack(Ks[l], 1), np.stack(Vs[l], 1)  # [Hkv, n, D]
+            if cfg["window"] > 0:  # sliding window: the last `window` positions, this one included
+                K, V = K[:, -cfg["window"]:], V[:, -cfg["window"]:]
             att = np.zeros((Hq, D))
             for h in range(Hq):
                 kh = h // (Hq // Hkv)

@@ -86,6 +86,7 @@ struct Tiny {
   bool tied = false;
   bool llama3 = false;  // HF rope_scaling llama3 / GGUF rope_freqs.weight
   int64_t dim = 64, hidden = 96, layers = 2, heads = 4, kv_heads = 2, vocab = 40, ctx = 64;
+  int64_t window = 0;  // sliding window (GGUF attention.sliding_window; HF mistral sliding_window)
 };
 
 std::vector<float> near_one(int64_t n, uint64_t seed) {
@@ -138,6 +139,8 @@ std::string write_tiny(const Tiny& t, const std::string& where) {
     w.kv<uint32_t>(p + "context_length", 4, static_cast<uint32_t>(t.ctx));
     w.kv<float>(p + "rope.freq_base", 6, qwen ? 1000000.0f : 10000.0f);
     w.kv<float>(p + "attention.layer_norm_rms_epsilon", 6, qwen ? 1e-6f : 1e-5f);
+    if (t.window > 0)
+      w.kv<uint32_t>(p + "attention.sliding_window", 4, static_cast<uint32_t>(t.window));
     const uint32_t ty = static_cast<uint32_t>(t.type);
     auto mat = [&](const std::string& n, int64_t rows, int64_t cols) {
       w.tensor(n, ty, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
@@ -222,6 +225,7 @@ std::string write_tiny(const Tiny& t, const std::string& where) {
                          {"low_freq_factor", 1.0},
                          {"high_freq_factor", 4.0},
                          {"original_max_position_embeddings", 32}};
+  if (t.window > 0) c["sliding_window"] = t.window;
   std::ofstream(where + "/config.json") << c.dump(2);
   return where;
 }
@@ -335,6 +339,81 @@ TEST(WeightsEngine, TinyModelsMatchNumpy) {
     EXPECT_LE(err_prefill, 1e-3);
     std::error_code ec;
     fs::remove_all(path, ec);
+  }
+}
+
+// Mistral's sliding window: a token attends to the last W positions only. Against NumPy (which
+// keeps the last W keys) one step at a time and through prefills that start inside the window;
+// a window as long as the context changes nothing.
+TEST(WeightsEngine, SlidingWindowMatchesNumpy) {
+  if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is needed for the reference";
+  const std::vector<int32_t> tokens{1, 7, 22, 3, 39, 15, 0, 8, 30, 12, 5, 27, 9, 2};
+  Tiny g;
+  g.name = "gguf_llama_window5";
+  g.window = 5;
+  Tiny h;
+  h.hf = true;
+  h.arch = "mistral";
+  h.name = "hf_mistral_window4";
+  h.kv_heads = 1;
+  h.window = 4;
+  for (const Tiny& t : {g, h}) {
+    SCOPED_TRACE(t.name);
+    const std::string base =
+        (fs::temp_directory_path() / ("vq_tiny_" + std::to_string(::getpid()) + "_" + t.name))
+            .string();
+    const std::string path = write_tiny(t, base);
+    Tiny wide = t;
+    wide.window = t.ctx;  // the whole context: no position is ever outside it
+    const std::string wide_path = write_tiny(wide, base + "_wide");
+    Tiny none = t;
+    none.window = 0;
+    const std::string none_path = write_tiny(none, base + "_none");
+    const vq::Model m = vq::Model::open(path);
+    EXPECT_EQ(m.config().sliding_window, t.window);
+    const int64_t V = m.config().vocab_size;
+
+    auto steps = [&](const vq::Model& model) {
+      vq::Engine e(model, "full+f32");
+      std::vector<float> out;
+      for (int32_t tok : tokens) {
+        const float* l = e.step(tok);
+        out.insert(out.end(), l, l + V);
+      }
+      return out;
+    };
+    // Two prefill chunks (the second sees old rows partly outside the window), then steps.
+    auto chunks = [&](const vq::Model& model) {
+      vq::Engine e(model, "full");
+      std::vector<float> out = e.prefill({tokens.begin(), tokens.begin() + 5});
+      const std::vector<float>& p2 = e.prefill({tokens.begin() + 5, tokens.begin() + 9});
+      out.insert(out.end(), p2.begin(), p2.end());
+      for (size_t i = 9; i < tokens.size(); ++i) {
+        const float* l = e.step(tokens[i]);
+        out.insert(out.end(), l, l + V);
+      }
+      return out;
+    };
+    const std::vector<float> got = steps(m);
+    const std::vector<float> ref = numpy_logits(path, tokens, false, t.name);
+    const double err = rel_err(got, ref);
+    const double err_prefill = rel_err(chunks(m), numpy_logits(path, tokens, true, t.name + "_h"));
+    std::printf("%-26s step %.2e  prefill %.2e\n", t.name.c_str(), err, err_prefill);
+    EXPECT_LE(err, 1e-4);
+    EXPECT_LE(err_prefill, 1e-3);
+    // The window changes the logits once the sequence is longer than it (and not before).
+    const vq::Model m_none = vq::Model::open(none_path);
+    const std::vector<float> plain = steps(m_none);
+    const size_t before = static_cast<size_t>(t.window * V);
+    EXPECT_TRUE(std::equal(got.begin(), got.begin() + before, plain.begin()));
+    EXPECT_GT(rel_err(got, plain), 1e-3);
+    // A window as long as the context: bit-identical to no window, step and prefill.
+    const vq::Model m_wide = vq::Model::open(wide_path);
+    EXPECT_EQ(m_wide.config().sliding_window, t.ctx);
+    EXPECT_EQ(steps(m_wide), plain);
+    EXPECT_EQ(chunks(m_wide), chunks(m_none));
+    std::error_code ec;
+    for (const std::string& p : {path, wide_path, none_path}) fs::remove_all(p, ec);
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "formats/file_writers.hpp"
 #include "model/model_test_util.hpp"
+#include "tokenizer/normalize.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/gguf.hpp"
 #include "veloxquant/model.hpp"
@@ -73,8 +74,10 @@ TEST(Pretokenizer, EveryNamePreservesTheTextAndUnknownOnesAreRefused) {
 
 // A tiny SPM vocabulary written as a GGUF: merges by score, byte fallback, a user-defined token
 // that is matched in text and a control token that is not (unless parse_special).
-vqtest::Bytes tiny_spm_gguf(const std::string& model = "llama") {
+vqtest::Bytes tiny_spm_gguf(const std::string& model = "llama", int space_prefix = -1) {
   vqtest::GgufWriter w;
+  if (space_prefix >= 0)
+    w.kv<uint8_t>("tokenizer.ggml.add_space_prefix", 7, static_cast<uint8_t>(space_prefix));
   std::vector<std::string> tokens = {"<unk>",
                                      "<s>",
                                      "</s>",
@@ -117,8 +120,22 @@ TEST(GgufVocab, SpmMergesByScoreWithByteFallbackAndSpecials) {
   EXPECT_EQ(t->encode("<s>", false, true), (std::vector<int32_t>{1}));
   EXPECT_NE(t->encode("<s>", false, false), (std::vector<int32_t>{1}));
   EXPECT_EQ(t->encode("", false), (std::vector<int32_t>{}));
-  EXPECT_EQ(t->decode(t->encode("ab abc\n", false)), " ab abc\n");
+  // The dummy-prefix space is dropped at the start of the text only: after BOS too, and a
+  // user-defined token's own text keeps the space encode put after it.
+  EXPECT_EQ(t->decode(t->encode("ab abc\n", false)), "ab abc\n");
+  EXPECT_EQ(t->decode(t->encode("ab abc\n", true)), "ab abc\n");
+  EXPECT_EQ(t->decode({7, 7}), "ab ab");
+  EXPECT_EQ(t->decode(t->encode("[U]ab", false)), "[U] ab");
   EXPECT_THROW(t->decode({99}), vq::InvalidArgument);
+}
+
+// Without a dummy prefix (tokenizer.ggml.add_space_prefix = false) nothing is added, so a
+// leading space that decodes from the first piece is the text's own and stays.
+TEST(GgufVocab, SpmWithoutSpacePrefixKeepsLeadingSpace) {
+  const auto t = from_bytes(tiny_spm_gguf("llama", 0));
+  EXPECT_EQ(t->encode("ab", false), (std::vector<int32_t>{6}));  // "ab", no "▁"
+  EXPECT_EQ(t->decode({7}), " ab");
+  EXPECT_EQ(from_bytes(tiny_spm_gguf("llama", 1))->decode({7}), "ab");
 }
 
 TEST(GgufVocab, RefusalsNameTheProblem) {
@@ -229,24 +246,76 @@ TEST(HfTokenizerJson, UnsupportedPiecesAreRefusedByName) {
   auto meta = base;
   meta["pre_tokenizer"] = {{"type", "Metaspace"}};
   EXPECT_NE(msg(meta).find("pre_tokenizer type Metaspace is not supported"), std::string::npos);
-  auto nfd = base;
-  nfd["normalizer"] = {{"type", "NFD"}};
-  EXPECT_NE(msg(nfd).find("normalizer NFD is not supported"), std::string::npos);
-  // NFC (Qwen2's): ASCII text is encoded (NFC leaves it unchanged), anything else is refused.
-  auto nfc = base;
-  nfc["normalizer"] = {{"type", "NFC"}};
-  EXPECT_EQ(msg(nfc), "<accepted>");
-  const auto t = vq::load_tokenizer((dir / "tokenizer.json").string());
-  EXPECT_EQ(t->encode("aa", false), (std::vector<int32_t>{0, 0}));
-  try {
-    t->encode("a\xC3\xA9", false);
-    ADD_FAILURE() << "accepted";
-  } catch (const vq::InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("byte 0xc3 at offset 1"), std::string::npos) << e.what();
-  }
+  auto seq = base;
+  seq["normalizer"] = {{"type", "Lowercase"}};
+  EXPECT_NE(msg(seq).find("normalizer Lowercase is not supported (supported: none, NFC, NFD, NFKC, "
+                          "NFKD)"),
+            std::string::npos)
+      << msg(seq);
   auto far = base;
   far["model"]["vocab"]["b"] = 1 << 23;
   EXPECT_NE(msg(far).find("far above"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Unicode normalizers through ICU: the four forms on composed / decomposed / compatibility text.
+TEST(UnicodeNormalize, FormsAgreeWithTheStandard) {
+  using vq::tok::normalize_unicode;
+  using vq::tok::UnicodeForm;
+  const std::string e_acute = "\xC3\xA9", e_comb = "e\xCC\x81";  // U+00E9, e + U+0301
+  const std::string fi_lig = "\xEF\xAC\x81";                     // U+FB01
+  const std::string ga = "\xEA\xB0\x80", ga_jamo = "\xE1\x84\x80\xE1\x85\xA1";  // U+AC00
+  EXPECT_EQ(normalize_unicode("x" + e_comb + "y", UnicodeForm::NFC), "x" + e_acute + "y");
+  EXPECT_EQ(normalize_unicode(e_acute, UnicodeForm::NFD), e_comb);
+  EXPECT_EQ(normalize_unicode(ga_jamo, UnicodeForm::NFC), ga);
+  EXPECT_EQ(normalize_unicode(ga, UnicodeForm::NFD), ga_jamo);
+  EXPECT_EQ(normalize_unicode(fi_lig, UnicodeForm::NFC), fi_lig);  // canonical forms keep it
+  EXPECT_EQ(normalize_unicode(fi_lig, UnicodeForm::NFKC), "fi");
+  EXPECT_EQ(normalize_unicode(fi_lig + e_acute, UnicodeForm::NFKD), "fi" + e_comb);
+  EXPECT_EQ(normalize_unicode("plain ascii", UnicodeForm::NFKD), "plain ascii");
+  EXPECT_EQ(normalize_unicode(e_comb, UnicodeForm::None), e_comb);
+  try {
+    normalize_unicode("ab\xC3(", UnicodeForm::NFC);
+    ADD_FAILURE() << "accepted";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("byte 0xc3 at offset 2"), std::string::npos) << e.what();
+  }
+}
+
+// A tokenizer.json with the NFC normalizer (Qwen2's) encodes the decomposed and the composed
+// spelling alike; NFD splits them; special tokens are matched before normalization.
+TEST(HfTokenizerJson, NormalizerAppliesToTextBetweenSpecials) {
+  const fs::path dir = fs::temp_directory_path() / ("vq_hf_nfc_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // Byte-level symbols: 0xC3 -> U+00C3, 0xA9 -> U+00A9.
+  nlohmann::json j = {{"pre_tokenizer", {{"type", "ByteLevel"}}},
+                      {"normalizer", {{"type", "NFC"}}},
+                      {"added_tokens", {{{"id", 5}, {"content", "<s>"}, {"special", true}}}},
+                      {"model",
+                       {{"type", "BPE"},
+                        {"vocab",
+                         {{"a", 0},
+                          {"\xC3\x83", 1},
+                          {"\xC2\xA9", 2},
+                          {"\xC3\x83\xC2\xA9", 3},
+                          {"e", 4},
+                          {"<s>", 5}}},
+                        {"merges", {"\xC3\x83 \xC2\xA9"}}}}};
+  auto load = [&](const nlohmann::json& js) {
+    std::ofstream(dir / "tokenizer.json") << js.dump();
+    return vq::load_tokenizer((dir / "tokenizer.json").string());
+  };
+  const auto t = load(j);
+  EXPECT_NE(t->description().find("normalizer NFC"), std::string::npos) << t->description();
+  EXPECT_EQ(t->encode("\xC3\xA9", false), (std::vector<int32_t>{3}));
+  EXPECT_EQ(t->encode("e\xCC\x81", false), (std::vector<int32_t>{3}));
+  EXPECT_EQ(t->encode("ae\xCC\x81<s>e\xCC\x81", false, true), (std::vector<int32_t>{0, 3, 5, 3}));
+  EXPECT_THROW(t->encode("a\xFF", false), vq::InvalidArgument);
+  j["normalizer"] = {{"type", "NFD"}};
+  const auto d = load(j);
+  const std::vector<int32_t> split = d->encode("\xC3\xA9", false);
+  ASSERT_FALSE(split.empty());
+  EXPECT_EQ(split[0], 4);  // "e", then the combining accent's bytes
   fs::remove_all(dir);
 }
 

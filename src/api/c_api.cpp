@@ -9,16 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "eval/fidelity.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
+#include "veloxquant/text_model.hpp"
 #include "veloxquant/vqkv.hpp"
 
 struct vq_cache {
   std::unique_ptr<vq::KVCache> cache;
   mutable vq::CacheStats snapshot;  // keeps extra-field names alive for vq_cache_stats_extra
   mutable bool have_snapshot = false;
+};
+
+struct vq_model {
+  vq::TextModel m;
 };
 
 namespace {
@@ -65,6 +71,28 @@ vq_status guarded(Fn&& fn) noexcept {
 
 void need(const void* p, const char* what) {
   VQ_CHECK(p != nullptr, vq::InvalidArgument, "NULL pointer passed for ", what);
+}
+
+// A malloc'd copy of `n` elements (NULL for none), for the caller to release with vq_free.
+template <typename T>
+T* malloc_copy(const T* src, size_t n, size_t extra = 0) {
+  if (n + extra == 0) return nullptr;
+  T* p = static_cast<T*>(std::malloc((n + extra) * sizeof(T)));
+  if (!p) throw std::bad_alloc();
+  if (n > 0) std::memcpy(p, src, n * sizeof(T));
+  return p;
+}
+
+char* malloc_string(const std::string& s) {
+  char* p = malloc_copy(s.data(), s.size(), 1);
+  p[s.size()] = '\0';
+  return p;
+}
+
+std::vector<int32_t> id_vector(const int32_t* ids, int64_t n, const char* what) {
+  VQ_CHECK(n >= 0, vq::InvalidArgument, what, ": n = ", n, " is negative");
+  if (n > 0) need(ids, what);
+  return n > 0 ? std::vector<int32_t>(ids, ids + n) : std::vector<int32_t>();
 }
 
 vq::Tensor make_tensor(int dtype, const void* data, int64_t B, int64_t H, int64_t S, int64_t D,
@@ -303,6 +331,134 @@ vq_status vq_decompress(const uint8_t* data, size_t size, float** values, int64_
     *values = buf;
     *ndim = static_cast<int>(a.shape.size());
     for (size_t i = 0; i < 5; ++i) shape[i] = i < a.shape.size() ? a.shape[i] : 0;
+  });
+}
+
+vq_status vq_model_open(const char* path, const char* tokenizer, vq_model** out) {
+  return guarded([&] {
+    need(path, "path");
+    need(out, "out");
+    *out = nullptr;
+    auto m = std::make_unique<vq_model>();
+    m->m = vq::TextModel::open(path, tokenizer ? tokenizer : "");
+    *out = m.release();
+  });
+}
+
+void vq_model_destroy(vq_model* model) {
+  delete model;
+}
+
+vq_status vq_model_get_info(const vq_model* model, vq_model_info* out) {
+  return guarded([&] {
+    need(model, "model");
+    need(out, "out");
+    const vq::ModelConfig& c = model->m.model.config();
+    const vq::TextTokenizer& t = model->m.tokenizer();
+    *out = vq_model_info{c.vocab_size,
+                         c.dim,
+                         c.hidden_dim,
+                         c.n_layers,
+                         c.n_heads,
+                         c.n_kv_heads,
+                         c.head_dim(),
+                         c.seq_len,
+                         t.bos_id(),
+                         t.eos_id(),
+                         t.add_bos_default() ? 1 : 0};
+  });
+}
+
+vq_status vq_model_tokenize(const vq_model* model, const char* text, size_t size, int add_bos,
+                            int32_t* ids, int64_t capacity, int64_t* n_ids) {
+  return guarded([&] {
+    need(model, "model");
+    need(n_ids, "n_ids");
+    if (size > 0) need(text, "text");
+    VQ_CHECK(capacity >= 0, vq::InvalidArgument, "capacity = ", capacity, " is negative");
+    const std::vector<int32_t> v = model->m.tokenizer().encode(
+        std::string_view(size > 0 ? text : "", size), add_bos != 0, false);
+    const int64_t n = static_cast<int64_t>(v.size());
+    *n_ids = n;
+    VQ_CHECK(n <= capacity, vq::InvalidArgument, "the text encodes to ", n,
+             " ids, more than capacity = ", capacity, " (call again with capacity >= ", n, ")");
+    if (n > 0) {
+      need(ids, "ids");
+      std::memcpy(ids, v.data(), v.size() * sizeof(int32_t));
+    }
+  });
+}
+
+vq_status vq_model_detokenize(const vq_model* model, const int32_t* ids, int64_t n, char** text,
+                              size_t* size) {
+  return guarded([&] {
+    need(model, "model");
+    need(text, "text");
+    *text = nullptr;
+    const std::vector<int32_t> v = id_vector(ids, n, "ids");
+    model->m.check_ids(v, "ids");
+    const std::string s = model->m.tokenizer().decode(v);
+    *text = malloc_string(s);
+    if (size) *size = s.size();
+  });
+}
+
+vq_status vq_model_generate(const vq_model* model, const char* prompt, const char* cache_spec,
+                            int64_t steps, uint64_t seed, char** text, int32_t** tokens,
+                            int64_t* n_tokens) {
+  return guarded([&] {
+    need(model, "model");
+    need(text, "text");
+    *text = nullptr;
+    if (tokens) *tokens = nullptr;
+    if (n_tokens) *n_tokens = 0;
+    VQ_CHECK(steps >= 0, vq::InvalidArgument, "steps = ", steps, " is negative");
+    const vq::CacheConfig cfg = vq::CacheConfig::parse(cache_spec ? cache_spec : "full");
+    const std::vector<int32_t> p = model->m.encode_prompt(prompt ? prompt : "");
+    vq::EngineOptions eo;
+    eo.seed = seed;
+    vq::GenerateOptions go;
+    go.steps = steps;
+    go.seed = seed;
+    const vq::GeneratedText g = vq::generate_text(model->m, p, cfg, eo, go);
+    char* t = malloc_string(g.text);
+    int32_t* ids = nullptr;
+    if (tokens) {
+      try {
+        ids = malloc_copy(g.tokens.data(), g.tokens.size());
+      } catch (...) {
+        std::free(t);
+        throw;
+      }
+      *tokens = ids;
+    }
+    *text = t;
+    if (n_tokens) *n_tokens = static_cast<int64_t>(g.tokens.size());
+  });
+}
+
+vq_status vq_model_evaluate(const vq_model* model, const int32_t* ids, int64_t n,
+                            const char* cache_spec, int64_t max_tokens, int64_t prefill,
+                            uint64_t seed, vq_eval_result* out) {
+  return guarded([&] {
+    need(model, "model");
+    need(cache_spec, "cache_spec");
+    need(out, "out");
+    VQ_CHECK(max_tokens >= 0, vq::InvalidArgument, "max_tokens = ", max_tokens, " is negative");
+    VQ_CHECK(prefill >= 0, vq::InvalidArgument, "prefill = ", prefill, " is negative");
+    const std::vector<int32_t> v = id_vector(ids, n, "ids");
+    model->m.check_ids(v, "ids");
+    const auto windows = vq::eval::eval_windows(v, model->m.model.config().seq_len, 0, max_tokens,
+                                                model->m.bos(), "ids");
+    vq::eval::FidelityOptions fo;
+    fo.methods = {cache_spec};
+    fo.run.prefill = prefill;
+    fo.run.seed = seed;
+    const vq::eval::FidelityReport rep = vq::eval::run_fidelity(model->m.model, windows, fo);
+    const vq::eval::MethodResult& r = rep.methods.at(0);
+    *out = vq_eval_result{
+        rep.n_windows, rep.predicted_tokens, r.perplexity,      rep.reference.perplexity, r.kl_mean,
+        r.kl_max,      r.top1_agreement,     r.bytes_per_token, r.compression_ratio};
   });
 }
 
