@@ -5,11 +5,13 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "formats/quant_blocks.hpp"
 #include "kernels/matmul.hpp"
 #include "veloxquant/errors.hpp"
+#include "veloxquant/threads.hpp"
 
 namespace {
 
@@ -135,3 +137,54 @@ TEST(Kernels, UnalignedFp32AndBadShapesAreHandled) {
 }
 
 }  // namespace
+
+// The products are split by output rows across the thread pool; every row must come out with the
+// same bits whatever the thread count, and the fp32 path equal to one Eigen product over the whole
+// matrix (the split is invisible). Shapes with several pieces, remainders of 1 and of a few rows.
+TEST(Kernels, BitIdenticalForAnyThreadCount) {
+  using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const int before = vq::thread_count();
+  struct Shape {
+    int64_t rows, cols, n;
+  };
+  for (const Shape& sh :
+       {Shape{1025, 256, 1}, Shape{2049, 512, 3}, Shape{700, 256, 33}, Shape{4099, 256, 2}}) {
+    for (GgmlType t : kTypes) {
+      const vqtest::Bytes data =
+          vqtest::random_stored(t, sh.rows * sh.cols, 21 + static_cast<uint64_t>(t));
+      const WeightMatrix w{t, data.data(), sh.rows, sh.cols};
+      const std::vector<float> X = randn(sh.n * sh.cols, 4);
+      std::vector<float> mv1, mm1;
+      for (int threads : {1, 2, 3, 8}) {
+        vq::set_thread_count(threads);
+        std::vector<float> mv(static_cast<size_t>(sh.rows)),
+            mm(static_cast<size_t>(sh.n * sh.rows));
+        vq::kernels::matvec(w, X.data(), mv.data());
+        vq::kernels::matmul(w, X.data(), sh.n, mm.data());
+        if (threads == 1) {
+          mv1 = mv;
+          mm1 = mm;
+          if (t == GgmlType::F32) {
+            const Eigen::Map<const RowMatF> Wm(reinterpret_cast<const float*>(data.data()), sh.rows,
+                                               sh.cols),
+                Xm(X.data(), sh.n, sh.cols);
+            const RowMatF want = Xm * Wm.transpose();
+            const Eigen::VectorXf wv = Wm * Eigen::Map<const Eigen::VectorXf>(X.data(), sh.cols);
+            EXPECT_EQ(std::memcmp(mm.data(), want.data(), mm.size() * sizeof(float)), 0)
+                << "matmul " << sh.rows << "x" << sh.cols << " n " << sh.n;
+            EXPECT_EQ(std::memcmp(mv.data(), wv.data(), mv.size() * sizeof(float)), 0)
+                << "matvec " << sh.rows << "x" << sh.cols;
+          }
+          continue;
+        }
+        EXPECT_EQ(std::memcmp(mv.data(), mv1.data(), mv.size() * sizeof(float)), 0)
+            << "matvec " << vq::ggml_type_name(static_cast<uint32_t>(t)) << " " << sh.rows << "x"
+            << sh.cols << " threads " << threads;
+        EXPECT_EQ(std::memcmp(mm.data(), mm1.data(), mm.size() * sizeof(float)), 0)
+            << "matmul " << vq::ggml_type_name(static_cast<uint32_t>(t)) << " " << sh.rows << "x"
+            << sh.cols << " n " << sh.n << " threads " << threads;
+      }
+    }
+  }
+  vq::set_thread_count(before);
+}

@@ -1,0 +1,93 @@
+// The engine's results do not depend on the thread count: weight products are split by output
+// rows and attention by query heads in pieces fixed by the shapes, each row / head computed with
+// the same arithmetic. Logits of a two-chunk prefill and of greedy decoding, compared bit for bit
+// between 1, 2 and 3 threads, on a random model large enough that every loop has several pieces
+// and on the real models when present.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model_test_util.hpp"
+#include "veloxquant/model.hpp"
+#include "veloxquant/threads.hpp"
+
+namespace {
+
+struct Run {
+  std::vector<float> logits;  // every prefill position, then every decode step
+  std::vector<int32_t> tokens;
+};
+
+Run run(const vq::Model& m, const std::string& spec, const std::vector<int32_t>& chunk1,
+        const std::vector<int32_t>& chunk2, int64_t steps, int threads) {
+  vq::set_thread_count(threads);
+  const int64_t V = m.config().vocab_size;
+  vq::Engine e(m, spec);
+  Run r;
+  const std::vector<float>& a = e.prefill(chunk1, true);
+  r.logits.assign(a.begin(), a.end());
+  const std::vector<float>& b = e.prefill(chunk2, true);  // attends over what chunk 1 left
+  r.logits.insert(r.logits.end(), b.begin(), b.end());
+  int32_t tok = vq::argmax(b.data() + (static_cast<int64_t>(chunk2.size()) - 1) * V, V);
+  for (int64_t s = 0; s < steps && e.position() < m.config().seq_len; ++s) {
+    r.tokens.push_back(tok);
+    const float* lg = e.step(tok);
+    r.logits.insert(r.logits.end(), lg, lg + V);
+    tok = vq::argmax(lg, V);
+  }
+  return r;
+}
+
+void expect_thread_count_invariant(const vq::Model& m, const std::vector<std::string>& specs,
+                                   int64_t n1, int64_t n2, int64_t steps) {
+  const int before = vq::thread_count();
+  const auto tokens = vqtest::some_tokens(n1 + n2, m.config().vocab_size, 5);
+  const std::vector<int32_t> chunk1(tokens.begin(), tokens.begin() + n1);
+  const std::vector<int32_t> chunk2(tokens.begin() + n1, tokens.end());
+  for (const std::string& spec : specs) {
+    const Run one = run(m, spec, chunk1, chunk2, steps, 1);
+    ASSERT_FALSE(one.tokens.empty());
+    for (int threads : {2, 3}) {
+      const Run got = run(m, spec, chunk1, chunk2, steps, threads);
+      EXPECT_EQ(got.tokens, one.tokens) << spec << ", " << threads << " threads";
+      ASSERT_EQ(got.logits.size(), one.logits.size());
+      EXPECT_EQ(std::memcmp(got.logits.data(), one.logits.data(), one.logits.size() * 4), 0)
+          << spec << ": logits differ between 1 and " << threads << " threads";
+    }
+  }
+  vq::set_thread_count(before);
+}
+
+const std::vector<std::string> kSpecs = {"full", "h2o:budget=64,n_sink=4", "q8_0",
+                                         "streaming_llm:budget=96,n_sink=4"};
+
+}  // namespace
+
+TEST(EngineThreads, RandomModelBitIdenticalFor1To3Threads) {
+  // head_dim 64, 2 query heads per KV head; rows 256 / 512 / 1024 split into several pieces,
+  // and attention over ~500 rows splits by heads.
+  vq::ModelConfig c;
+  c.dim = 256;
+  c.hidden_dim = 512;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.vocab_size = 1024;
+  c.seq_len = 560;
+  const vq::Model m = vq::Model::random(c, 9, 0.2f);
+  expect_thread_count_invariant(m, kSpecs, 300, 200, 40);
+}
+
+TEST(EngineThreads, Stories260KBitIdenticalFor1To3Threads) {
+  VQ_REQUIRE_MODEL_FILE(path, "stories260K.bin");
+  const vq::Model m = vq::Model::load(path);
+  expect_thread_count_invariant(m, kSpecs, 200, 100, 60);
+}
+
+TEST(EngineThreads, Prose1kBitIdenticalFor1To3Threads) {
+  VQ_REQUIRE_MODEL_FILE(path, "prose1k.bin");
+  const vq::Model m = vq::Model::load(path);
+  expect_thread_count_invariant(m, {"full", "h2o:budget=64,n_sink=4"}, 400, 300, 40);
+}
