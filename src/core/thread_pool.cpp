@@ -15,8 +15,8 @@ thread_local bool t_in_region = false;
 
 // Rounds a waiting thread spins (checking an atomic) before it sleeps on a condition variable:
 // a decode step issues a loop every few microseconds, and waking a sleeping thread costs about
-// as much as a small loop. About 20 us on a current x86 core.
-constexpr int kSpinRounds = 4000;
+// as much as a small loop. A few tens of microseconds.
+constexpr int kSpinRounds = 1000;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -116,12 +116,14 @@ void ThreadPool::worker_loop(uint64_t seen) {
       wake_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       seen = generation_.load(std::memory_order_acquire);
       if (stopping_) return;
+      // A worker that wakes after the caller has finished the loop stays out of it: the caller
+      // never waits for a thread that was not scheduled in time.
+      if (!open_) continue;
+      active_.fetch_add(1, std::memory_order_relaxed);
     }
     run_pieces();
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lk(m_);
-      done_.notify_one();
-    }
+    std::lock_guard<std::mutex> lk(m_);
+    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
   }
 }
 
@@ -141,17 +143,22 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, Body fn) {
   failed_.store(false, std::memory_order_relaxed);
   error_ = nullptr;
   error_piece_ = -1;
-  busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lk(m_);
+    open_ = true;
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_pieces();
-  for (int i = 0; i < kSpinRounds && busy_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
-  if (busy_.load(std::memory_order_acquire) != 0) {
+  // Every piece is claimed: close the loop to latecomers, then wait for the workers still in it.
+  {
+    std::lock_guard<std::mutex> lk(m_);
+    open_ = false;
+  }
+  for (int i = 0; i < kSpinRounds && active_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
+  if (active_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lk(m_);
-    done_.wait(lk, [&] { return busy_.load(std::memory_order_acquire) == 0; });
+    done_.wait(lk, [&] { return active_.load(std::memory_order_acquire) == 0; });
   }
   fn_ = nullptr;
   if (error_) {

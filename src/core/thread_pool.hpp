@@ -78,7 +78,8 @@ class ThreadPool {
   const Body* fn_ = nullptr;  // the caller's, valid while the loop runs
   int64_t n_ = 0, grain_ = 1, pieces_ = 0;
   std::atomic<int64_t> next_{0};
-  std::atomic<int> busy_{0};  // workers that have not finished the loop yet
+  bool open_ = false;           // under m_: workers may still join the loop in flight
+  std::atomic<int> active_{0};  // changed under m_: workers inside the loop in flight
   std::atomic<bool> failed_{false};
   std::mutex error_mutex_;
   std::exception_ptr error_;

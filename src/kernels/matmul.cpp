@@ -55,7 +55,7 @@ constexpr int64_t kMatmulUnitF32 = 48;
 constexpr int64_t kMatmulUnitTiled = kMatmulTile;  // 64
 // Multiply-adds per piece, at least: below this, handing a piece to another thread costs more
 // than it saves.
-constexpr int64_t kMinPieceMacs = int64_t{1} << 16;
+constexpr int64_t kMinPieceMacs = int64_t{1} << 18;
 
 // fn(r0, r1) over consecutive row ranges covering [0, rows), run on the thread pool.
 template <typename Fn>

@@ -43,7 +43,7 @@ inline float silu(float x) {
 // Attention runs on the thread pool split by query heads. Each head's arithmetic is the same
 // whatever the split, so the split only has to pay for itself: pieces hold at least this many
 // multiply-adds (about) when there are enough heads.
-constexpr int64_t kMinHeadPieceMacs = int64_t{1} << 16;
+constexpr int64_t kMinHeadPieceMacs = int64_t{1} << 18;
 
 // Per-thread decode attention scratch (scores of a piece's query heads, pre-RoPE key blocks, the
 // token's own key), 64-byte aligned, grown on first use and then reused.
