@@ -109,6 +109,20 @@ void decode_rows(const WeightMatrix& w, int64_t r0, int64_t nr, float* dst) {
   }
 }
 
+// fn(rows, r0, nr) for consecutive tiles [r0, r0 + nr) of at most `tile` rows covering [p0, p1),
+// each decoded into this thread's scratch (rows: [nr, cols]).
+template <typename Fn>
+void for_decoded_tiles(const WeightMatrix& w, int64_t p0, int64_t p1, int64_t tile, Fn&& fn) {
+  AlignedFloats& s = scratch();
+  const int64_t need = std::min(tile, p1 - p0) * w.cols;
+  if (static_cast<int64_t>(s.size()) < need) s.resize(static_cast<size_t>(need));
+  for (int64_t r0 = p0; r0 < p1; r0 += tile) {
+    const int64_t nr = std::min(tile, p1 - r0);
+    decode_rows(w, r0, nr, s.data());
+    fn(static_cast<const float*>(s.data()), r0, nr);
+  }
+}
+
 }  // namespace
 
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out) {
@@ -140,31 +154,22 @@ void matmul_ref(const WeightMatrix& w, const float* x, int64_t n, float* y) {
 void matvec(const WeightMatrix& w, const float* x, float* y, bool accumulate) {
   check(w);
   const ConstVec xv(x, w.cols);
+  // y[r0 : r0 + nr] = W[r0 : r0 + nr] x
+  const auto product = [&](const float* wrows, int64_t r0, int64_t nr) {
+    const ConstMat m(wrows, nr, w.cols);
+    if (accumulate)
+      MutVec(y + r0, nr).noalias() += m * xv;
+    else
+      MutVec(y + r0, nr).noalias() = m * xv;
+  };
   if (in_place_f32(w)) {
     const float* data = reinterpret_cast<const float*>(w.data);
-    for_row_pieces(w.rows, kMatvecUnit, w.cols, [&](int64_t p0, int64_t p1) {
-      const ConstMat m(data + p0 * w.cols, p1 - p0, w.cols);
-      if (accumulate)
-        MutVec(y + p0, p1 - p0).noalias() += m * xv;
-      else
-        MutVec(y + p0, p1 - p0).noalias() = m * xv;
-    });
+    for_row_pieces(w.rows, kMatvecUnit, w.cols,
+                   [&](int64_t p0, int64_t p1) { product(data + p0 * w.cols, p0, p1 - p0); });
     return;
   }
   for_row_pieces(w.rows, kMatvecUnit, w.cols, [&](int64_t p0, int64_t p1) {
-    AlignedFloats& s = scratch();
-    const int64_t tile = std::min(kMatvecTile, p1 - p0);
-    if (static_cast<int64_t>(s.size()) < tile * w.cols)
-      s.resize(static_cast<size_t>(tile * w.cols));
-    for (int64_t r0 = p0; r0 < p1; r0 += kMatvecTile) {
-      const int64_t nr = std::min(kMatvecTile, p1 - r0);
-      decode_rows(w, r0, nr, s.data());
-      const ConstMat m(s.data(), nr, w.cols);
-      if (accumulate)
-        MutVec(y + r0, nr).noalias() += m * xv;
-      else
-        MutVec(y + r0, nr).noalias() = m * xv;
-    }
+    for_decoded_tiles(w, p0, p1, kMatvecTile, product);
   });
 }
 
@@ -173,10 +178,10 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, bool acc
   VQ_CHECK(n >= 0, InvalidArgument, "kernels::matmul: n = ", n, " < 0");
   if (n == 0 || w.rows == 0) return;
   const ConstMat X(x, n, w.cols);
-  // Y[:, p0:p1] = X W[p0:p1]^T
-  const auto product = [&](const float* wrows, int64_t p0, int64_t nr) {
+  // Y[:, r0 : r0 + nr] = X W[r0 : r0 + nr]^T
+  const auto product = [&](const float* wrows, int64_t r0, int64_t nr) {
     const ConstMat m(wrows, nr, w.cols);
-    Eigen::Map<RowMatF, Eigen::Unaligned, OuterStride> Y(y + p0, n, nr, OuterStride(w.rows));
+    Eigen::Map<RowMatF, Eigen::Unaligned, OuterStride> Y(y + r0, n, nr, OuterStride(w.rows));
     if (accumulate)
       Y.noalias() += X * m.transpose();
     else
@@ -189,15 +194,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, bool acc
     return;
   }
   for_row_pieces(w.rows, kMatmulUnitTiled, n * w.cols, [&](int64_t p0, int64_t p1) {
-    AlignedFloats& s = scratch();
-    const int64_t tile = std::min(kMatmulTile, p1 - p0);
-    if (static_cast<int64_t>(s.size()) < tile * w.cols)
-      s.resize(static_cast<size_t>(tile * w.cols));
-    for (int64_t r0 = p0; r0 < p1; r0 += kMatmulTile) {
-      const int64_t nr = std::min(kMatmulTile, p1 - r0);
-      decode_rows(w, r0, nr, s.data());
-      product(s.data(), r0, nr);
-    }
+    for_decoded_tiles(w, p0, p1, kMatmulTile, product);
   });
 }
 

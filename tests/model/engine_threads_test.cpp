@@ -77,14 +77,13 @@ TEST(EngineThreads, RandomModelBitIdenticalFor1To3Threads) {
   // head_dim 64, 2 query heads per KV head. Large enough that every parallel loop has several
   // pieces: decode products (2048 x 512 classifier, 1024 x 512 FFN), prefill products (rows in
   // units of 48), attention over ~500 rows by heads in decode and prefill.
-  vq::ModelConfig c;
-  c.dim = 512;
-  c.hidden_dim = 1024;
-  c.n_layers = 1;
-  c.n_heads = 8;
-  c.n_kv_heads = 4;
-  c.vocab_size = 2048;
-  c.seq_len = 540;
+  const vq::ModelConfig c{.dim = 512,
+                          .hidden_dim = 1024,
+                          .n_layers = 1,
+                          .n_heads = 8,
+                          .n_kv_heads = 4,
+                          .vocab_size = 2048,
+                          .seq_len = 540};
   const vq::Model m = vq::Model::random(c, 9, 0.2f);
   expect_thread_count_invariant(m, specs(64), 300, 200, 30);
 }
