@@ -80,6 +80,8 @@ void ThreadPool::stop() {
 
 void ThreadPool::resize(int threads) {
   check_threads(threads);
+  VQ_CHECK(!t_in_region, InvalidArgument,
+           "the thread count cannot change from inside a parallel loop (threads = ", threads, ")");
   std::lock_guard<std::mutex> job(job_mutex_);
   if (threads == this->threads()) return;
   stop();

@@ -53,7 +53,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
-  /// Stop the workers and start threads - 1 new ones (waits for a running loop).
+  /// Stop the workers and start threads - 1 new ones (waits for a running loop). Refused
+  /// (InvalidArgument) from inside a piece of a loop.
   void resize(int threads);
   /// See the file comment. n >= 0 and grain >= 1 (InvalidArgument otherwise).
   void parallel_for(int64_t n, int64_t grain, Body fn);

@@ -144,6 +144,10 @@ TEST(ThreadPool, NestedLoopsRunInlineWithTheSamePieces) {
   });
   EXPECT_FALSE(vq::ThreadPool::in_parallel_region());
   EXPECT_EQ(nested_inline.load(), 20);
+  // Resizing from inside a piece would wait for the loop it is part of: refused.
+  EXPECT_THROW(pool.parallel_for(4, 1, [&](int64_t, int64_t) { pool.resize(2); }),
+               vq::InvalidArgument);
+  EXPECT_EQ(pool.threads(), 3);
   for (const auto& h : hits) EXPECT_EQ(h.load(), 1);
 }
 
