@@ -173,6 +173,25 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, Body fn) {
 // ------------------------------------------------------------------------------------------------
 // The process-wide pool
 
+namespace {
+std::atomic<int64_t> g_min_piece_macs{int64_t{1} << 20};
+}  // namespace
+
+int64_t min_piece_macs() {
+  return g_min_piece_macs.load(std::memory_order_relaxed);
+}
+
+void set_min_piece_macs(int64_t macs) {
+  VQ_CHECK(macs >= 1, InvalidArgument, "min_piece_macs = ", macs, " < 1");
+  g_min_piece_macs.store(macs, std::memory_order_relaxed);
+}
+
+int64_t grain_for(int64_t item_macs) {
+  const int64_t per = std::max<int64_t>(1, item_macs);
+  const int64_t want = min_piece_macs();
+  return std::max<int64_t>(1, want / per + (want % per != 0 ? 1 : 0));
+}
+
 int default_thread_count() {
   const unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(std::min<unsigned>(hw, kMaxThreads));

@@ -87,6 +87,18 @@ class ThreadPool {
   int64_t error_piece_ = -1;
 };
 
+/// Multiply-adds (about) that a piece of the weight kernels' and attention's loops holds at least
+/// when there is enough work: 1 << 20 by default, roughly 0.1 ms of work, so that the tens of
+/// microseconds a sleeping worker takes to wake (more on a busy machine) are paid back; with
+/// 1 << 16 and 1 << 18, two threads were slower than one on prose1k decode on a shared 2-core
+/// machine. It changes how work is cut, never a result (tests set it to 1 to get many pieces).
+int64_t min_piece_macs();
+/// InvalidArgument when macs < 1.
+void set_min_piece_macs(int64_t macs);
+/// Pieces of `grain` items for a loop whose items cost about `item_macs` each: enough items per
+/// piece to reach min_piece_macs(), at least 1.
+int64_t grain_for(int64_t item_macs);
+
 /// The process-wide pool (sized by set_thread_count, see veloxquant/threads.hpp).
 ThreadPool& global_pool();
 /// global_pool().parallel_for(n, grain, fn).

@@ -53,17 +53,12 @@ bool in_place_f32(const WeightMatrix& w) {
 constexpr int64_t kMatvecUnit = kMatvecTile;  // 16: groups of 8, whole tiles
 constexpr int64_t kMatmulUnitF32 = 48;
 constexpr int64_t kMatmulUnitTiled = kMatmulTile;  // 64
-// Multiply-adds per piece, at least: below this, handing a piece to another thread costs more
-// than it saves.
-constexpr int64_t kMinPieceMacs = int64_t{1} << 18;
-
 // fn(r0, r1) over consecutive row ranges covering [0, rows), run on the thread pool.
 template <typename Fn>
 void for_row_pieces(int64_t rows, int64_t unit, int64_t macs_per_row, Fn&& fn) {
   if (rows == 0) return;
   const int64_t units = std::max<int64_t>(1, rows / unit);
-  const int64_t unit_macs = std::max<int64_t>(1, unit * macs_per_row);
-  const int64_t grain = std::max<int64_t>(1, (kMinPieceMacs + unit_macs - 1) / unit_macs);
+  const int64_t grain = grain_for(unit * macs_per_row);
   parallel_for(units, grain,
                [&](int64_t b, int64_t e) { fn(b * unit, e == units ? rows : e * unit); });
 }

@@ -40,11 +40,6 @@ inline float silu(float x) {
   return x / (1.0f + std::exp(-x));
 }
 
-// Attention runs on the thread pool split by query heads. Each head's arithmetic is the same
-// whatever the split, so the split only has to pay for itself: pieces hold at least this many
-// multiply-adds (about) when there are enough heads.
-constexpr int64_t kMinHeadPieceMacs = int64_t{1} << 18;
-
 // Per-thread decode attention scratch (scores of a piece's query heads, pre-RoPE key blocks, the
 // token's own key), 64-byte aligned, grown on first use and then reused.
 struct AttendScratch {
@@ -227,9 +222,9 @@ struct Engine::Impl {
 
   // Query heads per piece of a parallel attention loop whose heads each cost about `macs`; whole
   // KV groups when there are several (a piece then reads each group's blocks once).
+  // Each head's arithmetic is the same whatever the split (pieces of min_piece_macs()).
   int64_t head_grain(int64_t macs) const {
-    const int64_t per = std::max<int64_t>(1, macs);
-    int64_t grain = std::min(Hq, (kMinHeadPieceMacs + per - 1) / per);
+    int64_t grain = std::min(Hq, grain_for(macs));
     if (Hkv > 1) grain = std::min(Hq, (grain + G - 1) / G * G);
     return std::max<int64_t>(1, grain);
   }

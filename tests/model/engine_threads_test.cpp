@@ -1,14 +1,17 @@
 // The engine's results do not depend on the thread count: weight products are split by output
 // rows and attention by query heads in pieces fixed by the shapes, each row / head computed with
 // the same arithmetic. Logits of a two-chunk prefill and of greedy decoding, compared bit for bit
-// between 1, 2 and 3 threads, on a random model large enough that every loop has several pieces
+// between 1, 2 and 3 threads, with the default piece size and with min_piece_macs = 1 (every
+// loop cut into its smallest pieces: rows in units, one query head per piece), on a random model
 // and on the real models when present.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/thread_pool.hpp"
 #include "model_test_util.hpp"
 #include "veloxquant/model.hpp"
 #include "veloxquant/threads.hpp"
@@ -21,8 +24,9 @@ struct Run {
 };
 
 Run run(const vq::Model& m, const std::string& spec, const std::vector<int32_t>& chunk1,
-        const std::vector<int32_t>& chunk2, int64_t steps, int threads) {
+        const std::vector<int32_t>& chunk2, int64_t steps, int threads, int64_t piece_macs) {
   vq::set_thread_count(threads);
+  vq::set_min_piece_macs(piece_macs);
   const int64_t V = m.config().vocab_size;
   vq::Engine e(m, spec);
   Run r;
@@ -40,10 +44,14 @@ Run run(const vq::Model& m, const std::string& spec, const std::vector<int32_t>&
   return r;
 }
 
-// Puts the process-wide thread count back when a test ends (also on failure).
+// Puts the process-wide thread count and piece size back when a test ends (also on failure).
 struct RestoreThreads {
   int n = vq::thread_count();
-  ~RestoreThreads() { vq::set_thread_count(n); }
+  int64_t piece = vq::min_piece_macs();
+  ~RestoreThreads() {
+    vq::set_thread_count(n);
+    vq::set_min_piece_macs(piece);
+  }
 };
 
 void expect_thread_count_invariant(const vq::Model& m, const std::vector<std::string>& specs,
@@ -53,14 +61,17 @@ void expect_thread_count_invariant(const vq::Model& m, const std::vector<std::st
   const std::vector<int32_t> chunk1(tokens.begin(), tokens.begin() + n1);
   const std::vector<int32_t> chunk2(tokens.begin() + n1, tokens.end());
   for (const std::string& spec : specs) {
-    const Run one = run(m, spec, chunk1, chunk2, steps, 1);
+    const int64_t dflt = restore.piece;
+    const Run one = run(m, spec, chunk1, chunk2, steps, 1, dflt);
     ASSERT_FALSE(one.tokens.empty());
-    for (int threads : {2, 3}) {
-      const Run got = run(m, spec, chunk1, chunk2, steps, threads);
-      EXPECT_EQ(got.tokens, one.tokens) << spec << ", " << threads << " threads";
+    for (const auto& [threads, piece] :
+         std::vector<std::pair<int, int64_t>>{{2, dflt}, {3, dflt}, {1, 1}, {2, 1}, {3, 1}}) {
+      const Run got = run(m, spec, chunk1, chunk2, steps, threads, piece);
+      EXPECT_EQ(got.tokens, one.tokens) << spec << ", " << threads << " threads, piece " << piece;
       ASSERT_EQ(got.logits.size(), one.logits.size());
       EXPECT_EQ(std::memcmp(got.logits.data(), one.logits.data(), one.logits.size() * 4), 0)
-          << spec << ": logits differ between 1 and " << threads << " threads";
+          << spec << ": logits differ between 1 thread and " << threads
+          << " threads with min_piece_macs " << piece;
     }
   }
 }
@@ -74,18 +85,17 @@ std::vector<std::string> specs(int64_t head_dim) {
 }  // namespace
 
 TEST(EngineThreads, RandomModelBitIdenticalFor1To3Threads) {
-  // head_dim 64, 2 query heads per KV head. Large enough that every parallel loop has several
-  // pieces: decode products (2048 x 512 classifier, 1024 x 512 FFN), prefill products (rows in
-  // units of 48), attention over ~500 rows by heads in decode and prefill.
+  // head_dim 128, 4 query heads on one KV head (pieces of one head split a KV group; the real
+  // models cover several KV heads).
   const vq::ModelConfig c{.dim = 512,
                           .hidden_dim = 1024,
                           .n_layers = 1,
-                          .n_heads = 8,
-                          .n_kv_heads = 4,
+                          .n_heads = 4,
+                          .n_kv_heads = 1,
                           .vocab_size = 2048,
                           .seq_len = 540};
   const vq::Model m = vq::Model::random(c, 9, 0.2f);
-  expect_thread_count_invariant(m, specs(64), 300, 200, 30);
+  expect_thread_count_invariant(m, specs(128), 300, 200, 30);
 }
 
 TEST(EngineThreads, Stories260KBitIdenticalFor1To3Threads) {
