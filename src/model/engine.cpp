@@ -429,10 +429,14 @@ struct Engine::Impl {
     const int64_t first = all_logits ? 0 : S - 1;
     const int64_t rows = S - first;
     plogits.resize(static_cast<size_t>(rows * V));
-    for (int64_t s = first; s < S; ++s) {
-      rmsnorm(Xn.row(s).data(), X.row(s).data(), model->rms_final(), dim, eps);
-      kernels::matvec(out, Xn.row(s).data(), plogits.data() + (s - first) * V);
-    }
+    // Positions on the thread pool (each one's product runs inline there, cut as it would be
+    // alone, so the same bits); position s writes only row s of Xn and of the logits.
+    parallel_for(rows, grain_for(dim * V), [&](int64_t b, int64_t e) {
+      for (int64_t s = first + b; s < first + e; ++s) {
+        rmsnorm(Xn.row(s).data(), X.row(s).data(), model->rms_final(), dim, eps);
+        kernels::matvec(out, Xn.row(s).data(), plogits.data() + (s - first) * V);
+      }
+    });
     pos += S;
     return plogits;
   }
