@@ -2,13 +2,14 @@
 // src/eval/bench_kernels.hpp).
 #include "cli_util.hpp"
 #include "eval/bench_kernels.hpp"
+#include "veloxquant/threads.hpp"
 
 namespace vqcli {
 
 void register_bench_kernels(CLI::App& bench, Globals& g) {
   auto* cmd = bench.add_subcommand(
       "kernels",
-      "Matrix-vector / matrix-matrix time of every stored weight type vs fp32 (one thread)");
+      "Matrix-vector / matrix-matrix time of every stored weight type vs fp32 (--threads)");
   struct Opts {
     vq::bench::KernelOptions k;
     std::string json;
@@ -23,6 +24,7 @@ void register_bench_kernels(CLI::App& bench, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--types", o->k.types, "types to measure (default: all)")->delimiter(';');
   cmd->add_option("--json", o->json, "write {benchmark, rows} JSON to this file ('-' = stdout)");
+  add_threads_option(cmd);
   cmd->callback([o, &g] {
     (void)g;
     const auto rows = vq::bench::run_kernel_bench(o->k);
@@ -46,6 +48,7 @@ void register_bench_kernels(CLI::App& bench, Globals& g) {
                                          {"rows_out", o->k.rows},
                                          {"cols", o->k.cols},
                                          {"batch", o->k.batch},
+                                         {"threads", vq::thread_count()},
                                          {"rows", jr}});
   });
 }

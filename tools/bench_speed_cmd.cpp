@@ -1,6 +1,7 @@
-// `veloxquant bench speed`: single-thread speed of eviction, codecs and generation.
+// `veloxquant bench speed`: speed of eviction, codecs (one thread) and generation (--threads).
 #include "cli_util.hpp"
 #include "eval/bench_speed.hpp"
+#include "veloxquant/threads.hpp"
 
 namespace vqcli {
 
@@ -25,6 +26,7 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
   cmd->add_option("--model", o->s.model_path,
                   "the generate rows' model: a llama2.c .bin, a .gguf or a Hugging Face "
                   "directory (default: stories260K.bin)");
+  add_threads_option(cmd);
   cmd->callback([o, &g] {
     if (!o->only.empty()) {
       o->s.eviction = o->only == "eviction";
@@ -54,7 +56,9 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
     }
     if (o->json != "-") t.print();
     if (!o->json.empty())
-      write_json(o->json, nlohmann::json{{"benchmark", "speed"}, {"threads", 1}, {"rows", jrows}});
+      write_json(
+          o->json,
+          nlohmann::json{{"benchmark", "speed"}, {"threads", vq::thread_count()}, {"rows", jrows}});
   });
 }
 

@@ -1,5 +1,7 @@
 #include "cli_util.hpp"
 
+#include "veloxquant/threads.hpp"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +121,18 @@ void Progress::finish() {
     std::fflush(stderr);
     shown_ = false;
   }
+}
+
+void add_threads_option(CLI::App* cmd) {
+  cmd->add_option_function<int>(
+         "--threads",
+         [](const int& n) {
+           VQ_CHECK(n >= 1 && n <= vq::kMaxThreads, vq::InvalidArgument, "--threads ", n,
+                    " is outside [1, ", vq::kMaxThreads, "]");
+           vq::set_thread_count(n);
+         },
+         "threads for the weight products and attention (results are the same for any count)")
+      ->default_str(std::to_string(vq::default_thread_count()));
 }
 
 }  // namespace vqcli

@@ -16,6 +16,12 @@ struct Globals {
   int verbosity = 1;  // 0 = -q, 1 = default, 2 = -v
 };
 
+/// --threads N on a command that runs the engine or the weight kernels: the thread count of the
+/// parallel loops (vq::set_thread_count), set while the command line is parsed, before the
+/// command runs. Default: every core (std::thread::hardware_concurrency). A value outside
+/// [1, vq::kMaxThreads] is refused with an error naming it.
+void add_threads_option(CLI::App* cmd);
+
 /// Write JSON to `path` ("-" = stdout), atomically (temporary file + rename). Throws
 /// vq::IoError when the file cannot be written.
 void write_json(const std::string& path, const nlohmann::json& j);

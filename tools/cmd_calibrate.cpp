@@ -60,6 +60,7 @@ void register_calibrate(CLI::App& app, Globals& g) {
                   "chunk size the measured per-chunk distortion assumes (match kvtc chunk_tokens)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--json", o->json, "also write a summary as JSON to this file ('-' = stdout)");
+  add_threads_option(cmd);
   cmd->callback([o, &g] {
     check_io_paths({{"--model", o->model},
                     {"--tokenizer", o->tokenizer},

@@ -35,6 +35,7 @@ void register_dump_kv(CLI::App& app, Globals& g) {
       ->check(CLI::IsMember({"float32", "float16"}));
   cmd->add_option("--out,-o", o->out, "output .npy ('-' = stdout)")->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
+  add_threads_option(cmd);
   cmd->callback([o, &g] {
     check_io_paths({{"--model", o->model},
                     {"--tokenizer", o->tokenizer},

@@ -287,6 +287,7 @@ void register_eval(CLI::App& app, Globals& g) {
   cmd->add_option("--plot", o->plot,
                   "also draw quality vs compression to this PNG (runs /usr/bin/python3 "
                   "scripts/plot_eval.py; needs matplotlib)");
+  add_threads_option(cmd);
   cmd->callback([o, &g, methods_opt] {
     check_io_paths({{"--model", o->model},
                     {"--tokenizer", o->tokenizer},

@@ -39,6 +39,7 @@ void register_generate(CLI::App& app, Globals& g) {
   cmd->add_flag("--allow-foreign-calibration", o->allow_foreign,
                 "use a kvtc calibration (basis=FILE) measured on another model (a warning "
                 "instead of an error)");
+  add_threads_option(cmd);
   cmd->callback([o, &g] {
     const vq::CacheConfig cfg = vq::CacheConfig::parse(o->method);
     const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());

@@ -42,6 +42,7 @@ void register_perplexity(CLI::App& app, Globals& g) {
   cmd->add_flag("--allow-foreign-calibration", o->allow_foreign,
                 "use a kvtc calibration (basis=FILE) measured on another model (a warning "
                 "instead of an error)");
+  add_threads_option(cmd);
   cmd->callback([o, &g, tf, ts] {
     check_io_paths({{"--model", o->model},
                     {"--tokenizer", o->tokenizer},

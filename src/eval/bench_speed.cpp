@@ -15,6 +15,7 @@
 #include "veloxquant/codec.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
+#include "veloxquant/threads.hpp"
 
 namespace vq::bench {
 namespace {
@@ -306,9 +307,7 @@ void add_generate_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   double full_tps = 0;
   // kvtc at 4 bits per value of this model's head_dim
   const std::string kvtc = "kvtc:bit_budget=" + std::to_string(4 * model.config().head_dim());
-  for (const std::string& spec : {std::string("full"), std::string("h2o:budget=64,n_sink=4"),
-                                  std::string("curdkv:budget=64,n_sink=4"), kvtc}) {
-    if (opt.progress) opt.progress("generate " + spec);
+  const auto tokens_per_second = [&](const std::string& spec) {
     const auto t0 = Clock::now();
     int64_t tokens = 0;
     do {
@@ -320,12 +319,34 @@ void add_generate_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
         ++tokens;
       }
     } while (seconds_since(t0) < opt.min_seconds);
-    const double tps = static_cast<double>(tokens) / seconds_since(t0);
+    return static_cast<double>(tokens) / seconds_since(t0);
+  };
+  const int threads = thread_count();
+  const std::string note = std::filesystem::path(model_path).filename().string() +
+                           ", greedy from token 1, 256 steps, " + std::to_string(threads) +
+                           (threads == 1 ? " thread" : " threads");
+  for (const std::string& spec : {std::string("full"), std::string("h2o:budget=64,n_sink=4"),
+                                  std::string("curdkv:budget=64,n_sink=4"), kvtc}) {
+    if (opt.progress) opt.progress("generate " + spec);
+    const double tps = tokens_per_second(spec);
     if (spec == "full") full_tps = tps;
     rows.push_back({"generate", spec, steps, model.config().head_dim(), tps, "tok/s",
-                    tps / full_tps, "full",
-                    std::filesystem::path(model_path).filename().string() +
-                        ", greedy from token 1, 256 steps"});
+                    tps / full_tps, "full", note});
+  }
+  if (threads > 1) {  // the reference for the thread count: full on one thread, same run
+    if (opt.progress) opt.progress("generate full, 1 thread");
+    set_thread_count(1);
+    double tps1 = 0;
+    try {
+      tps1 = tokens_per_second("full");
+    } catch (...) {
+      set_thread_count(threads);
+      throw;
+    }
+    set_thread_count(threads);
+    rows.push_back({"generate", "full, 1 thread", steps, model.config().head_dim(), tps1, "tok/s",
+                    tps1 / full_tps, "full",
+                    "the same rows' full on 1 thread instead of " + std::to_string(threads)});
   }
 }
 

@@ -1,6 +1,8 @@
 // `veloxquant bench speed`: per-token cost of eviction methods next to the decode attention they
 // serve, KVTC codec throughput next to zstd and llama.cpp's q8_0/q4_0, and model tokens/s.
-// Single thread. Every row carries a ratio to its reference because absolute times drift.
+// Eviction and codec rows run on one thread; the generate rows use the thread pool (--threads),
+// with full on one thread as a reference row when more are set. Every row carries a ratio to its
+// reference because absolute times drift.
 #pragma once
 
 #include <cstdint>

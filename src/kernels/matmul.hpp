@@ -8,7 +8,9 @@
 //   matvec / matmul  fast: fp32 weights are multiplied in place by Eigen (exactly the products
 //           the engine used before these kernels existed); any other type is decoded a tile
 //           of rows at a time into 64-byte-aligned scratch and multiplied by Eigen's SIMD
-//           GEMV / GEMM. Deterministic: tile boundaries depend only on the shapes.
+//           GEMV / GEMM. Output rows are split across the thread pool (core/thread_pool.hpp)
+//           in pieces that depend only on the shapes, each row computed exactly as in one
+//           product over the whole matrix: bit-identical for any thread count.
 //
 // Shapes: W is [rows, cols]; matvec: y[rows] = W x[cols]; matmul: Y[n, rows] = X[n, cols] W^T,
 // X and Y row-major. With accumulate = true the product is added to y / Y instead.

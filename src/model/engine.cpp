@@ -17,6 +17,7 @@
 #include <limits>
 
 #include "core/rng.hpp"
+#include "core/thread_pool.hpp"
 #include "kernels/matmul.hpp"
 #include "store/row_kernels.hpp"
 #include "veloxquant/errors.hpp"
@@ -39,6 +40,16 @@ inline float silu(float x) {
   return x / (1.0f + std::exp(-x));
 }
 
+// Per-thread decode attention scratch (scores of a piece's query heads, pre-RoPE key blocks, the
+// token's own key), 64-byte aligned, grown on first use and then reused.
+struct AttendScratch {
+  AlignedFloats scores, kblock, kself;
+};
+AttendScratch& attend_scratch() {
+  thread_local AttendScratch s;
+  return s;
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -57,7 +68,7 @@ struct Engine::Impl {
 
   std::vector<float> rope_cos, rope_sin;  // [seq_len, head_dim / 2]
   // Decode scratch, 64-byte aligned (see AlignedAllocator).
-  AlignedFloats x, xb, q, qr, k, v, att, hb, hb2, logits, scores, kblock, kself;
+  AlignedFloats x, xb, q, qr, k, v, att, hb, hb2, logits;
   Tensor qt, kt, vt;  // what the cache is given: [1, Hq, 1, D], [1, Hkv, 1, D], [1, Hkv, 1, D]
   // Prefill output.
   std::vector<float> plogits;
@@ -131,8 +142,9 @@ struct Engine::Impl {
     }
   }
 
-  // att[g] = softmax(q_g K^T * scale) V over the head's n kept rows, for the G query heads
-  // q_g = qs + g * D of one KV head, plus one extra row (self_k, self_v) when self_k is not null.
+  // att[g] = softmax(q_g K^T * scale) V over the head's n kept rows, for the query heads
+  // g in [g0, g1) of one KV head (q_g = qs + g * D), plus one extra row (self_k, self_v) when
+  // self_k is not null. Scratch: the calling thread's.
   // Scores and the weighted sum of values are computed by the store on its resident rows
   // (RowSource::dot / accumulate), kReadBlock rows at a time for every query head of the group so
   // that a block's bytes are read while they are in cache. qs goes to the store as computed (a
@@ -143,12 +155,17 @@ struct Engine::Impl {
   // Rows at positions below min_pos (a sliding window's start) get no weight.
   void attend_head(const store::RowSource& K, const store::RowSource& Vs, const int64_t* positions,
                    bool pre, const float* qs, const float* qr, const float* self_k,
-                   const float* self_v, float* att, int64_t min_pos = 0) {
+                   const float* self_v, float* att, int64_t g0, int64_t g1, int64_t min_pos) {
     const int64_t n = K.rows();
     const int64_t m = n + (self_k ? 1 : 0);
-    for (int64_t x = 0; x < G * D; ++x) att[x] = 0.0f;
+    for (int64_t x = g0 * D; x < g1 * D; ++x) att[x] = 0.0f;
     if (m == 0) return;
-    if (static_cast<int64_t>(scores.size()) < G * m) scores.resize(static_cast<size_t>(G * m));
+    AlignedFloats& kblock = attend_scratch().kblock;
+    AlignedFloats& scores_buf = attend_scratch().scores;
+    const int64_t ng = g1 - g0;
+    if (static_cast<int64_t>(scores_buf.size()) < ng * m)
+      scores_buf.resize(static_cast<size_t>(ng * m));
+    float* const scores = scores_buf.data();  // query head g's row at scores + (g - g0) * m
     if (pre) {
       const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n, 1));
       if (static_cast<int64_t>(kblock.size()) < blk * D)
@@ -157,8 +174,8 @@ struct Engine::Impl {
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
       const int64_t cnt = std::min(store::kReadBlock, n - first);
       if (pre) read_keys(K, positions, pre, first, cnt, kblock.data());
-      for (int64_t g = 0; g < G; ++g) {
-        float* sc = scores.data() + g * m + first;
+      for (int64_t g = g0; g < g1; ++g) {
+        float* sc = scores + (g - g0) * m + first;
         if (pre)
           store::float_dot_rows(store::FloatRows::F32,
                                 reinterpret_cast<const uint8_t*>(kblock.data()), 4 * D, cnt, D,
@@ -167,8 +184,8 @@ struct Engine::Impl {
           K.dot(first, cnt, qs + g * D, sc);
       }
     }
-    for (int64_t g = 0; g < G; ++g) {
-      float* sc = scores.data() + g * m;
+    for (int64_t g = g0; g < g1; ++g) {
+      float* sc = scores + (g - g0) * m;
       if (self_k)  // the fp32 kernel, as for rows read into scratch
         store::float_dot_rows(store::FloatRows::F32, reinterpret_cast<const uint8_t*>(self_k),
                               4 * D, 1, D, qr + g * D, sc + n);
@@ -188,12 +205,12 @@ struct Engine::Impl {
     }
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
       const int64_t cnt = std::min(store::kReadBlock, n - first);
-      for (int64_t g = 0; g < G; ++g)
-        Vs.accumulate(first, cnt, scores.data() + g * m + first, att + g * D);
+      for (int64_t g = g0; g < g1; ++g)
+        Vs.accumulate(first, cnt, scores + (g - g0) * m + first, att + g * D);
     }
     if (self_k)
-      for (int64_t g = 0; g < G; ++g) {
-        const float w = scores[static_cast<size_t>(g * m + n)];
+      for (int64_t g = g0; g < g1; ++g) {
+        const float w = scores[(g - g0) * m + n];
         for (int64_t d = 0; d < D; ++d) att[g * D + d] += w * self_v[d];
       }
   }
@@ -209,6 +226,15 @@ struct Engine::Impl {
     for (int64_t i = n - 1; i >= 0; --i)
       if (positions[i] == p) return true;
     return false;
+  }
+
+  // Query heads per piece of a parallel attention loop whose heads each cost about `macs`; whole
+  // KV groups when there are several (a piece then reads each group's blocks once).
+  // Each head's arithmetic is the same whatever the split (pieces of min_piece_macs()).
+  int64_t head_grain(int64_t macs) const {
+    int64_t grain = std::min(Hq, grain_for(macs));
+    if (Hkv > 1) grain = std::min(Hq, (grain + G - 1) / G * G);
+    return std::max<int64_t>(1, grain);
   }
 
   // q/k/v of n rows of normalized input xn [n, dim]: [n, dim], [n, kv_dim], [n, kv_dim], with
@@ -260,21 +286,28 @@ struct Engine::Impl {
         for (int64_t h = 0; h < Hq; ++h)
           round_query_q8(q.data() + h * D, qr.data() + h * D, qblock);
       const float* qrs = round_q ? qr.data() : q.data();
-      for (int64_t kh = 0; kh < Hkv; ++kh) {
-        const store::RowSource& K = cache.keys(0, kh);
-        const int64_t* positions = cache.positions(0, kh);
-        const float* self_k = nullptr;
-        const float* self_v = nullptr;
-        if (!opt.strict_view && !holds(positions, K.rows(), pos)) {  // dropped at once: still
-          std::memcpy(kself.data(), k.data() + kh * D,               // attend to itself
-                      sizeof(float) * static_cast<size_t>(D));
-          if (pre) rope(kself.data(), 1, pos);
-          self_k = kself.data();
-          self_v = v.data() + kh * D;
+      // Query heads [h0, h1), KV group by KV group; each head writes only its slice of att.
+      const auto attend = [&](int64_t h0, int64_t h1) {
+        for (int64_t kh = h0 / G; kh * G < h1; ++kh) {
+          const store::RowSource& K = cache.keys(0, kh);
+          const int64_t* positions = cache.positions(0, kh);
+          const float* self_k = nullptr;
+          const float* self_v = nullptr;
+          if (!opt.strict_view && !holds(positions, K.rows(), pos)) {  // dropped at once: still
+            AlignedFloats& kself = attend_scratch().kself;             // attend to itself
+            kself.resize(static_cast<size_t>(D));
+            std::memcpy(kself.data(), k.data() + kh * D, sizeof(float) * static_cast<size_t>(D));
+            if (pre) rope(kself.data(), 1, pos);
+            self_k = kself.data();
+            self_v = v.data() + kh * D;
+          }
+          attend_head(K, cache.values(0, kh), positions, pre, q.data() + kh * G * D,
+                      qrs + kh * G * D, self_k, self_v, att.data() + kh * G * D,
+                      std::max(h0, kh * G) - kh * G, std::min(h1, (kh + 1) * G) - kh * G,
+                      window_start(pos));
         }
-        attend_head(K, cache.values(0, kh), positions, pre, q.data() + kh * G * D, qrs + kh * G * D,
-                    self_k, self_v, att.data() + kh * G * D, window_start(pos));
-      }
+      };
+      parallel_for(Hq, head_grain(2 * D * (cache.keys(0, 0).rows() + 1)), attend);
       kernels::matvec(lw.wo, att.data(), x.data(), true);
       rmsnorm(xb.data(), x.data(), lw.rms_ffn, dim, eps);
       kernels::matvec(lw.w1, xb.data(), hb.data());
@@ -305,7 +338,7 @@ struct Engine::Impl {
     for (int64_t s = 0; s < S; ++s)
       kernels::dequantize_row(emb, tokens[static_cast<size_t>(s)], X.row(s).data());
     Tensor qT(1, Hq, S, D), kT(1, Hkv, S, D), vT(1, Hkv, S, D);
-    RowMatF Qk, Kblk, P, Krh, Vvh;
+    RowMatF Qk, Krh, Vvh;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       const LayerTensors& lw = w[static_cast<size_t>(l)];
       const bool pre = pre_rope[static_cast<size_t>(l)];
@@ -342,16 +375,20 @@ struct Engine::Impl {
       if (pre)
         for (int64_t s = 0; s < S; ++s) rope(Krh.row(s).data(), Hkv, pos0 + s);
       // What was kept before this chunk is read block by block; the chunk's own rows follow.
-      for (int64_t kh = 0; kh < Hkv; ++kh) {
-        const bool any = cache.batch() > 0;
-        const store::RowSource* Ko = any ? &cache.keys(0, kh) : nullptr;
-        const store::RowSource* Vo = any ? &cache.values(0, kh) : nullptr;
-        const int64_t* po = any ? cache.positions(0, kh) : nullptr;
-        const int64_t n_old = any ? Ko->rows() : 0, n = n_old + S;
-        const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n_old, 1));
-        if (pre) Kblk.resize(blk, D);
-        for (int64_t g = 0; g < G; ++g) {
-          const int64_t h = kh * G + g;
+      // Query heads on the thread pool; head h writes only columns [h * D, (h + 1) * D) of A, and
+      // a piece's score and key-block scratch is its own.
+      const bool any = cache.batch() > 0;
+      const int64_t n_old0 = any ? cache.keys(0, 0).rows() : 0;
+      parallel_for(Hq, head_grain(2 * D * S * (n_old0 + S)), [&](int64_t h0, int64_t h1) {
+        RowMatF Kblk, P;
+        for (int64_t h = h0; h < h1; ++h) {
+          const int64_t kh = h / G;
+          const store::RowSource* Ko = any ? &cache.keys(0, kh) : nullptr;
+          const store::RowSource* Vo = any ? &cache.values(0, kh) : nullptr;
+          const int64_t* po = any ? cache.positions(0, kh) : nullptr;
+          const int64_t n_old = any ? Ko->rows() : 0, n = n_old + S;
+          const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n_old, 1));
+          if (pre) Kblk.resize(blk, D);
           P.resize(S, n);
           for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
             const int64_t cnt = std::min(store::kReadBlock, n_old - first);
@@ -390,7 +427,7 @@ struct Engine::Impl {
               Vo->accumulate(first, cnt, P.row(s).data() + first, A.row(s).data() + h * D);
           }
         }
-      }
+      });
       const RowMatF& Kstore = pre ? K : Kr;
       for (int64_t s = 0; s < S; ++s) {
         for (int64_t h = 0; h < Hkv; ++h) {
@@ -415,10 +452,14 @@ struct Engine::Impl {
     const int64_t first = all_logits ? 0 : S - 1;
     const int64_t rows = S - first;
     plogits.resize(static_cast<size_t>(rows * V));
-    for (int64_t s = first; s < S; ++s) {
-      rmsnorm(Xn.row(s).data(), X.row(s).data(), model->rms_final(), dim, eps);
-      kernels::matvec(out, Xn.row(s).data(), plogits.data() + (s - first) * V);
-    }
+    // Positions on the thread pool (each one's product runs inline there, cut as it would be
+    // alone, so the same bits); position s writes only row s of Xn and of the logits.
+    parallel_for(rows, grain_for(dim * V), [&](int64_t b, int64_t e) {
+      for (int64_t s = first + b; s < first + e; ++s) {
+        rmsnorm(Xn.row(s).data(), X.row(s).data(), model->rms_final(), dim, eps);
+        kernels::matvec(out, Xn.row(s).data(), plogits.data() + (s - first) * V);
+      }
+    });
     pos += S;
     return plogits;
   }
@@ -468,8 +509,6 @@ void Engine::init(const Model& model, const EngineOptions& opt) {
   m.hb.resize(sz(m.c.hidden_dim));
   m.hb2.resize(sz(m.c.hidden_dim));
   m.logits.resize(sz(m.c.vocab_size));
-  m.scores.resize(sz(m.G * (m.c.seq_len + 1)));
-  m.kself.resize(sz(m.D));
   m.qt = Tensor(1, m.Hq, 1, m.D);
   m.kt = Tensor(1, m.Hkv, 1, m.D);
   m.vt = Tensor(1, m.Hkv, 1, m.D);

@@ -5,11 +5,17 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "core/thread_pool.hpp"
 #include "formats/quant_blocks.hpp"
 #include "kernels/matmul.hpp"
 #include "veloxquant/errors.hpp"
+#include "veloxquant/threads.hpp"
 
 namespace {
 
@@ -135,3 +141,61 @@ TEST(Kernels, UnalignedFp32AndBadShapesAreHandled) {
 }
 
 }  // namespace
+
+// The products are split by output rows across the thread pool; every row must come out with the
+// same bits whatever the thread count and the piece size (min_piece_macs 1: every piece one unit
+// of rows), and the fp32 path equal to one Eigen product over the whole matrix (the split is
+// invisible). Shapes with several pieces at the default size and remainders of 1 and a few rows.
+TEST(Kernels, BitIdenticalForAnyThreadCount) {
+  using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const int before = vq::thread_count();
+  const int64_t dflt = vq::min_piece_macs();
+  struct Shape {
+    int64_t rows, cols, n;
+  };
+  for (const Shape& sh :
+       {Shape{4100, 1024, 1}, Shape{1025, 2048, 2}, Shape{700, 256, 33}, Shape{97, 256, 5}}) {
+    for (GgmlType t : kTypes) {
+      const vqtest::Bytes data =
+          vqtest::random_stored(t, sh.rows * sh.cols, 21 + static_cast<uint64_t>(t));
+      const WeightMatrix w{t, data.data(), sh.rows, sh.cols};
+      const std::vector<float> X = randn(sh.n * sh.cols, 4);
+      std::vector<float> mv1, mm1;
+      for (const auto& [threads, piece] : std::vector<std::pair<int, int64_t>>{
+               {1, dflt}, {2, dflt}, {3, dflt}, {8, dflt}, {1, 1}, {2, 1}, {3, 1}}) {
+        vq::set_thread_count(threads);
+        vq::set_min_piece_macs(piece);
+        std::vector<float> mv(static_cast<size_t>(sh.rows)),
+            mm(static_cast<size_t>(sh.n * sh.rows));
+        vq::kernels::matvec(w, X.data(), mv.data());
+        vq::kernels::matmul(w, X.data(), sh.n, mm.data());
+        const std::string what = std::string(vq::ggml_type_name(static_cast<uint32_t>(t))) + " " +
+                                 std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + " n " +
+                                 std::to_string(sh.n) + ", " + std::to_string(threads) +
+                                 " threads, piece " + std::to_string(piece);
+        if (t == GgmlType::F32) {
+          const Eigen::Map<const RowMatF> Wm(reinterpret_cast<const float*>(data.data()), sh.rows,
+                                             sh.cols),
+              Xm(X.data(), sh.n, sh.cols);
+          const RowMatF want = Xm * Wm.transpose();
+          const Eigen::VectorXf wv = Wm * Eigen::Map<const Eigen::VectorXf>(X.data(), sh.cols);
+          EXPECT_EQ(std::memcmp(mm.data(), want.data(), mm.size() * sizeof(float)), 0)
+              << "matmul vs one Eigen product, " << what;
+          EXPECT_EQ(std::memcmp(mv.data(), wv.data(), mv.size() * sizeof(float)), 0)
+              << "matvec vs one Eigen product, " << what;
+        }
+        if (mv1.empty()) {
+          mv1 = mv;
+          mm1 = mm;
+          continue;
+        }
+        EXPECT_EQ(std::memcmp(mv.data(), mv1.data(), mv.size() * sizeof(float)), 0)
+            << "matvec " << what;
+        EXPECT_EQ(std::memcmp(mm.data(), mm1.data(), mm.size() * sizeof(float)), 0)
+            << "matmul " << what;
+      }
+    }
+  }
+  vq::set_thread_count(before);
+  vq::set_min_piece_macs(dflt);
+}

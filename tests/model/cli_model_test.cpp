@@ -148,3 +148,48 @@ TEST(CliModel, BenchSpeedGeneratesOnTheGivenModel) {
 }
 
 }  // namespace
+
+// --threads: the same text and the same NLL for any count; a count outside [1, 1024] is refused
+// naming the value, on every engine command.
+TEST(CliModel, ThreadsOptionChangesNoResult) {
+  if (!have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";
+  VQ_REQUIRE_MODEL_FILE(model, "stories260K.bin");
+  VQ_REQUIRE_MODEL_FILE(tok, "tok512.bin");
+  const std::string mt = " --model '" + model + "' --tokenizer '" + tok + "'";
+  std::string text1;
+  double nll1 = 0;
+  for (int threads : {1, 2, 3}) {
+    const std::string th = " --threads " + std::to_string(threads);
+    CliRun g = run_cli("generate" + mt + " --steps 60 --method h2o:budget=32" + th);
+    ASSERT_EQ(g.status, 0) << g.out;
+    std::string text;  // the output without the timing line
+    std::istringstream lines(g.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("tokens/s") == std::string::npos) text += line + "\n";
+    ASSERT_GT(text.size(), 100u) << g.out;
+    vqtest::TempFile json("cli_threads_ppl.json");
+    CliRun p = run_cli("perplexity" + mt +
+                       " --text-string 'Once upon a time, a little dog ran to the park.' --json '" +
+                       json.path() + "'" + th);
+    ASSERT_EQ(p.status, 0) << p.out;
+    std::ifstream jf(json.path());
+    const double nll = nlohmann::json::parse(jf)["nll_sum"].get<double>();
+    if (threads == 1) {
+      text1 = text;
+      nll1 = nll;
+      continue;
+    }
+    EXPECT_EQ(text, text1) << threads << " threads";
+    EXPECT_EQ(nll, nll1) << threads << " threads";
+  }
+  for (const char* cmd : {"generate", "perplexity --text-string a", "eval", "calibrate --out x",
+                          "dump-kv --out x", "bench speed --only generate"}) {
+    for (const char* bad : {"0", "1025"}) {
+      CliRun r = run_cli(std::string(cmd) + " --threads " + bad);
+      EXPECT_EQ(r.status, 1) << cmd << " --threads " << bad << ": " << r.out;
+      EXPECT_NE(r.out.find(std::string("--threads ") + bad + " is outside [1, 1024]"),
+                std::string::npos)
+          << cmd << ": " << r.out;
+    }
+  }
+}
