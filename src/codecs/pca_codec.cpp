@@ -72,6 +72,11 @@ void PcaCodec::take_model(const std::vector<uint8_t>& header) {
     bits += m.kept_bits[static_cast<size_t>(j)];
   }
   row_bytes_ = packed_bytes(bits);
+  bit_off_.resize(static_cast<size_t>(k));
+  for (int64_t j = 0, at = 0; j < k; ++j) {
+    bit_off_[static_cast<size_t>(j)] = static_cast<uint32_t>(at);
+    at += widths_[static_cast<size_t>(j)];
+  }
   external_entry_ = reader.external_entry();
   external_bytes_ = reader.external_bytes();
   basis_rows_.resize(static_cast<size_t>(k));
@@ -107,7 +112,8 @@ void PcaCodec::take_model(const std::vector<uint8_t>& header) {
 
 int64_t PcaCodec::state_bytes() const {
   return static_cast<int64_t>(4 * (own_mean_.capacity() + own_basis_.capacity()) +
-                              widths_.capacity() + sizeof(const float*) * basis_rows_.capacity() +
+                              widths_.capacity() + 4 * bit_off_.capacity() +
+                              sizeof(const float*) * basis_rows_.capacity() +
                               sizeof(coding::AffineParams) * fixed_.capacity());
 }
 
@@ -160,6 +166,20 @@ void PcaCodec::chunk_ranges(const uint8_t* params, float* mins, float* scales) c
 
 namespace {
 
+// A row's k codes as floats: the row is copied into a buffer with 8 zero bytes after it, then
+// code j is one unaligned 64-bit load at its byte offset, a shift and a mask (widths <= 8 bits,
+// so a code never spans more than two bytes). The same values unpack_var gives, without its
+// serial bit loop.
+inline void row_codes_f32(const uint8_t* row, int64_t rb, const uint32_t* bit_off,
+                          const uint8_t* widths, int64_t k, uint8_t* pad, float* out) {
+  std::memcpy(pad, row, static_cast<size_t>(rb));
+  for (int64_t j = 0; j < k; ++j) {
+    uint64_t w;
+    std::memcpy(&w, pad + (bit_off[j] >> 3), 8);
+    out[j] = static_cast<float>((w >> (bit_off[j] & 7u)) & ((uint64_t{1} << widths[j]) - 1u));
+  }
+}
+
 // The latest query a thread projected, per model: attention asks for the same query once per
 // run of rows (a chunk), so the k x D projection is paid once per query, not once per chunk.
 struct QueryMemo {
@@ -193,12 +213,13 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
     memo.mean_dot = m;
   }
   // Per chunk: c0 = mean . q + sum_j min_j q'_j, w_j = scale_j q'_j.
-  thread_local std::vector<float> wj, mins, scales;
-  thread_local std::vector<uint8_t> code;
+  thread_local std::vector<float> wj, mins, scales, code;
+  thread_local std::vector<uint8_t> pad;
   wj.resize(static_cast<size_t>(k));
   mins.resize(static_cast<size_t>(k));
   scales.resize(static_cast<size_t>(k));
   code.resize(static_cast<size_t>(k));
+  pad.assign(static_cast<size_t>(rb + 8), 0);
   chunk_ranges(params, mins.data(), scales.data());
   float c0 = memo.mean_dot;
   for (int64_t j = 0; j < k; ++j) {
@@ -207,10 +228,10 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
     wj[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)] * pj;
   }
   for (int64_t t = 0; t < n; ++t) {
-    unpack_var(codes + t * rb, widths_.data(), k, code.data());
+    row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
     float s = c0;
     for (int64_t j = 0; j < k; ++j)
-      s = madd(static_cast<float>(code[static_cast<size_t>(j)]), wj[static_cast<size_t>(j)], s);
+      s = madd(code[static_cast<size_t>(j)], wj[static_cast<size_t>(j)], s);
     out[t] = s;
   }
 }
@@ -219,20 +240,21 @@ void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n,
                          float* acc) const {
   if (n <= 0) return;
   const int64_t D = dim(), k = kept(), rb = row_bytes_;
-  thread_local std::vector<float> lat, mins, scales;
-  thread_local std::vector<uint8_t> code;
+  thread_local std::vector<float> lat, mins, scales, code;
+  thread_local std::vector<uint8_t> pad;
   lat.assign(static_cast<size_t>(k), 0.0f);
   mins.resize(static_cast<size_t>(k));
   scales.resize(static_cast<size_t>(k));
   code.resize(static_cast<size_t>(k));
+  pad.assign(static_cast<size_t>(rb + 8), 0);
   float wsum = 0.0f;
   for (int64_t t = 0; t < n; ++t) {
-    unpack_var(codes + t * rb, widths_.data(), k, code.data());
+    row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
     const float wt = w[t];
     wsum += wt;
     for (int64_t j = 0; j < k; ++j)
       lat[static_cast<size_t>(j)] =
-          madd(wt, static_cast<float>(code[static_cast<size_t>(j)]), lat[static_cast<size_t>(j)]);
+          madd(wt, code[static_cast<size_t>(j)], lat[static_cast<size_t>(j)]);
   }
   chunk_ranges(params, mins.data(), scales.data());
   for (int64_t d = 0; d < D; ++d) acc[d] = madd(wsum, mean_[d], acc[d]);

@@ -103,6 +103,7 @@ class PcaCodec final : public store::RowCodec {
   uint64_t model_id_ = 0;  // unique per fitted model in this process (keys the query memo)
   int64_t row_bytes_ = 0, header_bytes_ = 0, external_bytes_ = 0, external_entry_ = -1;
   std::vector<uint8_t> widths_;                     // [k]
+  std::vector<uint32_t> bit_off_;                   // [k] first bit of code j in a row
   std::vector<float> own_mean_, own_basis_;         // local model: [D], [k, D]
   const float* mean_ = nullptr;                     // own_mean_ or the calibration's
   std::vector<const float*> basis_rows_;            // [k] rows of own_basis_ or the calibration's
