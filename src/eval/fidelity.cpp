@@ -403,8 +403,8 @@ PrefillReport run_prefill_protocol(const Model& model,
     }
     const eviction::OneShotSpec spec = eviction::parse_one_shot(s);
     for (double r : opt.ratios) {
-      Engine::CacheFactory f = [spec, r, D, L, seed = opt.seed](int64_t l) {
-        return eviction::make_one_shot_cache(spec, r, D, l, L, layer_seed(seed, l));
+      Engine::CacheFactory f = [spec, r, D, L, seed = opt.seed, keep = opt.keep_policy](int64_t l) {
+        return eviction::make_one_shot_cache(spec, r, D, l, L, layer_seed(seed, l), keep);
       };
       runs.push_back(Run{spec.to_string(), r, Engine(model, f, EngineOptions{opt.seed, false})});
     }

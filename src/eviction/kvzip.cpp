@@ -65,8 +65,7 @@ class KVzipCache final : public eviction::ChunkScoringCache {
     if (!over_budget(st)) return;
     eviction::step_attention(keys(st), st.n, k, q, use_queries_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
-    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (slot >= 0) remove_slot(st, slot);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -129,6 +128,7 @@ MethodInfo kvzip_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "probe=latest attention source: true queries when supplied, or the key proxy"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<KVzipCache>(c, ctx);

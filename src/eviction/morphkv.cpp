@@ -43,8 +43,7 @@ class MorphKVCache final : public eviction::EvictionCache {
     if (!over_budget(st)) return;
     eviction::window_attention(keys(st), st.n, st.kv.positions(), ring, fusion_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
-    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (slot >= 0) remove_slot(st, slot);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -77,6 +76,7 @@ MethodInfo morphkv_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "probe vectors: true queries when supplied, or the keys as proxies"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<MorphKVCache>(c, ctx);

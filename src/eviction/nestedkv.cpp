@@ -76,8 +76,7 @@ class NestedKVCache final : public eviction::EvictionCache {
       ns.rho_fixed = true;
     }
     score(st, ns, kf, gate);
-    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (slot >= 0) remove_slot(st, slot);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -140,6 +139,7 @@ MethodInfo nestedkv_method_info() {
       opt_float("episodic_rate", "0.1", 1e-6, 1.0,
                 "beta: weight of each new key in the episodic (recent) mean; memory ~ 1/beta keys"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<NestedKVCache>(c, ctx);
