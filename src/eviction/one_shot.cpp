@@ -206,6 +206,7 @@ class OneShotCache final : public EvictionCache {
       in.V = values.head(b, 0);
       in.pos0 = offset();
       in.layer = context().layer;
+      in.seed = context().seed;
       if (queries) {
         in.Hq = queries->H();
         in.Q = queries->head(b, 0);

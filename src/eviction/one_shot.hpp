@@ -32,6 +32,7 @@ struct OneShotInput {
   const float* Q = nullptr;  ///< [Hq, S, D] queries after RoPE, or nullptr
   int64_t pos0 = 0;          ///< absolute position of row 0
   int64_t layer = 0;
+  uint64_t seed = 0;  ///< the cache's seed (CacheContext::seed), as its decode-time cache gets it
   const float* key(int64_t h, int64_t s) const { return K + (h * S + s) * D; }
   const float* value(int64_t h, int64_t s) const { return V + (h * S + s) * D; }
   const float* query(int64_t hq, int64_t s) const { return Q + (hq * S + s) * D; }
