@@ -423,9 +423,10 @@ TEST(OneShotCache, ComposedSpecStoresCodesAndAdaKVKeepsTheLayerTotal) {
 
 TEST(OneShotCache, EveryEvictionMethodButFullHasOneShotScoring) {
   // `full` keeps every token: it has nothing to rank (docs/methods.md).
-  for (const auto& m : vq::methods())
-    if (m.family == vq::Family::Eviction)
-      EXPECT_EQ(static_cast<bool>(m.make_scorer), m.id != "full") << m.id;
+  for (const auto& m : vq::methods()) {
+    if (m.family != vq::Family::Eviction) continue;
+    EXPECT_EQ(static_cast<bool>(m.make_scorer), m.id != "full") << m.id;
+  }
 }
 
 TEST(OneShotCache, RefusesMethodsWithoutOneShotScoring) {
