@@ -20,7 +20,6 @@
 // compresses once per context; here the probe is a key proxy and the rule runs whenever the
 // budget is exceeded.
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -130,25 +129,14 @@ class KVzipScorer final : public OneShotScorer {
   explicit KVzipScorer(const CacheConfig& c) : n_sink_(c.get_int("n_sink")) {}
 
   void score(const OneShotInput& in, double* out) const override {
-    const int64_t S = in.S, D = in.D;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const int64_t S = in.S;
     std::vector<double> row(static_cast<size_t>(S));
     for (int64_t h = 0; h < in.H; ++h) {
       double* o = out + h * S;
       std::fill(o, o + S, 0.0);
-      for (int64_t i = 0; i < S; ++i) {
-        const float* q = in.key(h, i);
-        double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t l = 0; l < S; ++l) {
-          const float* k = in.key(h, l);
-          double d = 0;
-          for (int64_t t = 0; t < D; ++t) d += static_cast<double>(k[t]) * q[t];
-          row[static_cast<size_t>(l)] = d * scale;
-          mx = std::max(mx, d * scale);
-        }
-        double sum = 0;
-        for (double& x : row) sum += (x = std::exp(x - mx));
-        for (int64_t l = 0; l < S; ++l) o[l] = std::max(o[l], row[static_cast<size_t>(l)] / sum);
+      for (int64_t i = 0; i < S; ++i) {  // up to S - 1: every probe sees every token
+        eviction::causal_attention(in.key(h, 0), S, in.D, in.key(h, i), S - 1, row.data());
+        for (int64_t l = 0; l < S; ++l) o[l] = std::max(o[l], row[static_cast<size_t>(l)]);
       }
       for (int64_t s = 0; s < S && in.pos0 + s < n_sink_; ++s)
         o[s] = std::numeric_limits<double>::infinity();
