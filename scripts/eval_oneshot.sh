@@ -24,6 +24,7 @@ Q8="q8_0"; Q4="q4_0"
 if (( D % 32 != 0 )); then Q8="q8_0:block=$D"; Q4="q4_0:block=$D"; fi
 SNAP="snapkv:window=64,kernel=5,pool=avg"
 ms="streaming_llm;$SNAP;tova;knorm;h2o;qfilters;expected_attention;curdkv_paper;curdkv"
+ms+=";keyformer;morphkv;kvzip;nestedkv"
 ms+=";curdkv_paper:leverage=value;curdkv_paper:leverage=kv_avg;adakv/$SNAP;$SNAP+$Q8"
 ms+=";$Q8;$Q4;kvtc:bit_budget=$((2 * D));kvtc:bit_budget=$((4 * D))"
 SKIP=0

@@ -491,6 +491,10 @@ std::vector<std::string> default_one_shot_methods() {
                                            "expected_attention",
                                            "curdkv_paper",
                                            "curdkv",
+                                           "keyformer",
+                                           "morphkv",
+                                           "kvzip",
+                                           "nestedkv",
                                            "adakv/snapkv:window=64,kernel=5,pool=avg"};
   for (const auto& s : wanted) {
     const std::string rest = s.rfind("adakv/", 0) == 0 ? s.substr(6) : s;

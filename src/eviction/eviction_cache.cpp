@@ -157,9 +157,9 @@ void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Te
 
 void EvictionCache::compress_context(const Tensor& keys, const Tensor& values,
                                      const Tensor* queries) {
-  const auto keep =
-      choose_one_shot(*one_shot_, one_shot_ratio_, one_shot_adaptive_, one_shot_safeguard_, keys,
-                      values, queries, offset(), context().layer, wants_pre_rope_keys());
+  const auto keep = choose_one_shot(*one_shot_, one_shot_ratio_, one_shot_adaptive_,
+                                    one_shot_safeguard_, keys, values, queries, offset(),
+                                    context().layer, context().seed, wants_pre_rope_keys());
   one_shot_.reset();
   // The compressed size becomes the budget the decode-time policy holds the cache to.
   budget_ = one_shot_keep(keys.S(), one_shot_ratio_);

@@ -184,7 +184,8 @@ void rope_rows(float* x, int64_t rows, int64_t S, int64_t D, int64_t pos0) {
 std::vector<std::vector<int64_t>> choose_one_shot(const OneShotScorer& scorer, double ratio,
                                                   bool adaptive, double alpha, const Tensor& keys,
                                                   const Tensor& values, const Tensor* queries,
-                                                  int64_t pos0, int64_t layer, bool pre_rope) {
+                                                  int64_t pos0, int64_t layer, uint64_t seed,
+                                                  bool pre_rope) {
   const int64_t B = keys.B(), H = keys.H(), S = keys.S(), D = keys.D();
   std::vector<std::vector<int64_t>> keep(static_cast<size_t>(B * H));
   std::vector<double> scores(static_cast<size_t>(H * S));
@@ -199,6 +200,7 @@ std::vector<std::vector<int64_t>> choose_one_shot(const OneShotScorer& scorer, d
     in.V = values.head(b, 0);
     in.pos0 = pos0;
     in.layer = layer;
+    in.seed = seed;
     if (queries) {
       in.Hq = queries->H();
       in.Q = queries->head(b, 0);
@@ -233,7 +235,7 @@ class OneShotCache final : public EvictionCache {
   void do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) override {
     if (!compressed_ && keys.S() > 1) {
       keep_ = choose_one_shot(*scorer_, ratio_, adaptive_, alpha_, keys, values, queries, offset(),
-                              context().layer, wants_pre_rope_keys());
+                              context().layer, context().seed, wants_pre_rope_keys());
       compressed_ = true;
     }
     EvictionCache::do_update(keys, values, queries);

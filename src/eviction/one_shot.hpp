@@ -32,6 +32,7 @@ struct OneShotInput {
   const float* Q = nullptr;  ///< [Hq, S, D] queries after RoPE, or nullptr
   int64_t pos0 = 0;          ///< absolute position of row 0
   int64_t layer = 0;
+  uint64_t seed = 0;  ///< the cache's seed (CacheContext::seed), as its decode-time cache gets it
   const float* key(int64_t h, int64_t s) const { return K + (h * S + s) * D; }
   const float* value(int64_t h, int64_t s) const { return V + (h * S + s) * D; }
   const float* query(int64_t hq, int64_t s) const { return Q + (hq * S + s) * D; }
@@ -79,11 +80,13 @@ void causal_attention(const float* K, int64_t S, int64_t D, const float* q, int6
 
 /// One-shot compression of a prefilled context: per (batch b, head h) at index b * H + h, the
 /// ascending context rows kept (scores from `scorer`, then keep_top or, when adaptive,
-/// keep_top_adaptive with `alpha`). pre_rope: the keys are un-rotated (rotated for the scorer).
+/// keep_top_adaptive with `alpha`). seed: the layer's cache seed (keyformer's noise). pre_rope: the
+/// keys are un-rotated (rotated for the scorer).
 std::vector<std::vector<int64_t>> choose_one_shot(const OneShotScorer& scorer, double ratio,
                                                   bool adaptive, double alpha, const Tensor& keys,
                                                   const Tensor& values, const Tensor* queries,
-                                                  int64_t pos0, int64_t layer, bool pre_rope);
+                                                  int64_t pos0, int64_t layer, uint64_t seed,
+                                                  bool pre_rope);
 
 /// The seed curdkv's one-shot scorer (curdkv_one_shot.cpp).
 std::unique_ptr<OneShotScorer> make_curdkv_scorer(const CacheConfig& c);
