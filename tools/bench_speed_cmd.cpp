@@ -20,6 +20,9 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
       ->check(CLI::Range(0.0, 60.0));
   cmd->add_option("--ns", o->s.ns, "cache sizes n for the eviction rows");
   cmd->add_option("--dims", o->s.dims, "head dims D for the eviction rows");
+  cmd->add_option("--evict-methods", o->s.evict_methods,
+                  "eviction method ids timed (default: every eviction method)")
+      ->delimiter(',');
   cmd->add_option("--only", o->only, "one group: attention, eviction, codec or generate")
       ->check(CLI::IsMember({"attention", "eviction", "codec", "generate"}));
   cmd->add_option("--models", o->s.models_dir, "directory holding stories260K.bin");

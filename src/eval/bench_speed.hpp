@@ -25,7 +25,9 @@ struct SpeedRow {
 };
 
 struct SpeedOptions {
-  std::vector<int64_t> ns{128, 512, 2048};
+  std::vector<int64_t> ns{512, 4096};
+  /// Eviction methods timed (ids; empty = every eviction method in the registry).
+  std::vector<std::string> evict_methods;
   std::vector<int64_t> dims{64, 128};
   int64_t rank_cap = 16;
   double min_seconds = 0.3;  ///< time budget per measured row
