@@ -149,26 +149,26 @@ struct FastBitReader {
   }
 };
 
-// The pair-table loop (see decode_impl): runs while at least 8 symbols remain, starting at
-// out[i]; returns the next index and adds the bits it consumed to `used`. A separate function
-// with its state in locals, so that the bit buffer stays in registers.
-__attribute__((noinline)) size_t decode_pairs(FastBitReader& reader, const uint16_t* pair,
-                                              int max_len, uint8_t* out, size_t i, size_t n,
+// The multi-symbol loop (see decode_impl): one lookup on the next `window` bits gives up to
+// four complete codes. Entry = symbols (bytes 0..3) | count << 32 | bits << 40; count 0 = the
+// first code is invalid. Runs while at least 16 symbols remain (four lookups write at most 16
+// bytes), starting at out[i]; returns the next index and adds the bits it consumed to `used`.
+// A separate function with its state in locals, so that the bit buffer stays in registers.
+__attribute__((noinline)) size_t decode_multi(FastBitReader& reader, const uint64_t* multi,
+                                              int window, uint8_t* out, size_t i, size_t n,
                                               uint64_t& used) {
   FastBitReader fr = reader;
-  const int shift = 64 - max_len;
+  const int shift = 64 - window;
   uint64_t bits = 0;
-  while (i + 8 <= n) {  // four lookups use at most 4 * max_len <= 48 buffered bits
+  while (i + 16 <= n) {  // four lookups use at most 4 * window <= 48 buffered bits
     fr.refill();
     for (int t = 0; t < 4; ++t) {
-      const size_t x = static_cast<size_t>(fr.buf >> shift);
-      const uint16_t syms = pair[2 * x];
-      const uint16_t meta = pair[2 * x + 1];
-      const int l = meta & 0xFF;
-      const size_t cnt = meta >> 8;
+      const uint64_t e = multi[fr.buf >> shift];
+      const size_t cnt = static_cast<size_t>((e >> 32) & 0xFFu);
+      const int l = static_cast<int>(e >> 40);
       if (__builtin_expect(cnt == 0, 0)) throw_invalid_code(i);
-      out[i] = static_cast<uint8_t>(syms & 0xFFu);  // both bytes written; i + 2 <= n here
-      out[i + 1] = static_cast<uint8_t>(syms >> 8);
+      const uint32_t syms = static_cast<uint32_t>(e);
+      std::memcpy(out + i, &syms, 4);  // all four bytes written; i + 4 <= n here
       fr.buf <<= l;
       fr.have -= l;
       bits += static_cast<uint64_t>(l);
@@ -517,8 +517,13 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
           in.varint("Huffman payload size", (static_cast<uint64_t>(n) * kMaxCodeLength + 7) / 8);
       in.need(static_cast<size_t>(payload), "Huffman payload");
 
-      // Lookup table on the next max_len bits: entry = symbol | (length << 8), 0 = no code.
-      const size_t tsize = size_t{1} << max_len;
+      // Lookup window: max_len bits, widened (up to 11) while the stream is long enough to repay
+      // the larger table, so that one lookup of the multi-symbol table below covers more codes.
+      int window = max_len;
+      if (fast)
+        while (window < 11 && (size_t{1} << (window + 1)) * 8 <= n) ++window;
+      // Lookup table on the next `window` bits: entry = symbol | (length << 8), 0 = no code.
+      const size_t tsize = size_t{1} << window;
       table_.assign(tsize, 0);
       uint32_t bl_count[kMaxCodeLength + 2] = {};
       for (uint32_t s = 0; s < A; ++s)
@@ -533,43 +538,40 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
         const int l = lengths[s];
         if (l == 0) continue;
         const uint32_t c = next_code[l]++;
-        const size_t first = static_cast<size_t>(c) << (max_len - l);
-        const size_t span = size_t{1} << (max_len - l);
+        const size_t first = static_cast<size_t>(c) << (window - l);
+        const size_t span = size_t{1} << (window - l);
         std::fill(table_.begin() + static_cast<std::ptrdiff_t>(first),
                   table_.begin() + static_cast<std::ptrdiff_t>(first + span),
                   static_cast<uint16_t>(s | (static_cast<uint32_t>(l) << 8)));
       }
       if (fast) {
         FastBitReader fr{in.cursor(), in.cursor() + payload};
-        const int shift = 64 - max_len;
+        const int shift = 64 - window;
         uint64_t used = 0;
         size_t i = 0;
-        // Two codes per lookup when both fit in the max_len-bit window: a second table after the
-        // first, two uint16 per entry = (first symbol | second symbol << 8, total length | count
-        // << 8), count 2 when the second code is complete in the window, else 1 (0: no code).
-        // It costs 2^max_len entries to build, so only streams long enough to repay that use it.
+        // Up to four codes per lookup: for each window value, the codes that lie complete inside
+        // the window, decoded one after another from the single table (the bits past the window
+        // read as zeros and a code that would reach them ends the run). It costs 2^window
+        // entries to build, so only streams long enough to repay that use it.
         if (n >= 2 * tsize && n >= 64) {
-          table_.resize(3 * tsize);
-          uint16_t* pair = table_.data() + tsize;
+          multi_.resize(tsize);
           const uint16_t* single = table_.data();
           const size_t mask = tsize - 1;
           for (size_t x = 0; x < tsize; ++x) {
-            const uint16_t e1 = single[x];
-            const int l1 = e1 >> 8;
-            uint16_t syms = static_cast<uint16_t>(e1 & 0xFFu), meta = 0;
-            if (l1 > 0) {
-              meta = static_cast<uint16_t>(l1 | (1 << 8));
-              const uint16_t e2 = single[(x << l1) & mask];
-              const int l2 = e2 >> 8;
-              if (l2 > 0 && l1 + l2 <= max_len) {
-                syms = static_cast<uint16_t>(syms | ((e2 & 0xFFu) << 8));
-                meta = static_cast<uint16_t>((l1 + l2) | (2 << 8));
-              }
+            uint32_t syms = 0;
+            int cnt = 0, bits = 0;
+            while (cnt < 4) {
+              const uint16_t e = single[(x << bits) & mask];
+              const int l = e >> 8;
+              if (l == 0 || bits + l > window) break;
+              syms |= static_cast<uint32_t>(e & 0xFFu) << (8 * cnt);
+              bits += l;
+              ++cnt;
             }
-            pair[2 * x] = syms;
-            pair[2 * x + 1] = meta;
+            multi_[x] =
+                syms | (static_cast<uint64_t>(cnt) << 32) | (static_cast<uint64_t>(bits) << 40);
           }
-          i = decode_pairs(fr, pair, max_len, out, i, n, used);
+          i = decode_multi(fr, multi_.data(), window, out, i, n, used);
         }
         const uint16_t* table = table_.data();
         auto one = [&](size_t at) __attribute__((always_inline)) {

@@ -24,7 +24,8 @@
 // counting up; each code is written from its most significant bit.
 //
 // Decoding is table driven: one lookup on the next L_max bits (L_max <= 12) gives the symbol and
-// its length. Decoders check every field and throw vq::FormatError on a count that differs from
+// its length (the fast decoder widens the window on long streams and takes up to four codes per
+// lookup). Decoders check every field and throw vq::FormatError on a count that differs from
 // the expected one, a symbol outside the alphabet, an invalid or over-subscribed code table, a
 // truncated payload, payload bytes that are not exactly consumed, or nonzero padding bits.
 #pragma once
@@ -93,7 +94,8 @@ class HuffmanEncoder {
 class HuffmanDecoder {
  public:
   /// Read one stream from `in` and write exactly n symbols (each < 2^width) to out.
-  /// Fast path: a 64-bit bit buffer refilled once per four Huffman symbols, and fixed-width
+  /// Fast path: a 64-bit bit buffer refilled once per four table lookups, each lookup on a
+  /// window of up to 11 bits giving up to four complete codes (long streams), and fixed-width
   /// payloads unpacked eight symbols (width bytes) at a time.
   void decode(ByteReader& in, uint8_t* out, size_t n, int width);
   /// The plain one-symbol-per-step reader (reference for tests); same output and same errors.
@@ -102,6 +104,7 @@ class HuffmanDecoder {
  private:
   void decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast);
   std::vector<uint16_t> table_;  // symbol | (length << 8); length 0 = no code
+  std::vector<uint64_t> multi_;  // up to four symbols per lookup (see decode_multi)
   RangeStreamDecoder range_;
 };
 
