@@ -23,14 +23,7 @@ namespace {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-/// One multiply-add as Eigen's packet kernels do it (fused when the target has FMA).
-inline float madd(float a, float b, float c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
+using coding::madd;
 
 }  // namespace
 

@@ -1,7 +1,5 @@
 #include "coding/latent_kernels.hpp"
 
-#include <cmath>
-#include <type_traits>
 #include <vector>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -10,19 +8,6 @@
 #endif
 
 namespace vq::coding {
-
-namespace {
-
-/// One multiply-add, fused when the target has FMA (what the vector kernel does per lane).
-inline float madd(float a, float b, float c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
-
-}  // namespace
 
 void unproject_rows_ref(const float* lat, int64_t k, int64_t n, const float* basis,
                         const float* mean, int64_t D, float* out) {
@@ -38,18 +23,22 @@ void unproject_rows_ref(const float* lat, int64_t k, int64_t n, const float* bas
 
 namespace {
 
-// R rows (t0 .. t0 + R - 1) x 16 columns (d0 .. d0 + 15): 2R accumulators, each summed over j
-// in order with one fused multiply-add per term, then the mean added.
+// R rows x 16 columns (d0 .. d0 + 15): 2R accumulators, each summed over j in order with one
+// fused multiply-add per term, then the mean added. Row r's latent for component j is
+// l[j * lstride + r] (lstride = n on the [k, n] latents, R on a packed panel). The loops over r
+// are unrolled by pragma: without it GCC keeps the accumulator arrays in memory as well and
+// stores them on every iteration, which halves the speed.
 template <int R>
-inline void block16(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
-                    int64_t D, float* out, int64_t t0, int64_t d0) {
+inline void block16(const float* l, int64_t lstride, int64_t k, const float* basis,
+                    const float* mean, int64_t D, float* out, int64_t d0) {
   __m256 a0[R], a1[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
-  const float* l = lat + t0;
   const float* b = basis + d0;
-  for (int64_t j = 0; j < k; ++j, l += n, b += D) {
+  for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
     const __m256 b0 = _mm256_loadu_ps(b);
     const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256 x = _mm256_broadcast_ss(l + r);
       a0[r] = _mm256_fmadd_ps(x, b0, a0[r]);
@@ -58,77 +47,66 @@ inline void block16(const float* lat, int64_t k, int64_t n, const float* basis, 
   }
   const __m256 m0 = _mm256_loadu_ps(mean + d0);
   const __m256 m1 = _mm256_loadu_ps(mean + d0 + 8);
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    float* o = out + (t0 + r) * D + d0;
-    _mm256_storeu_ps(o, _mm256_add_ps(m0, a0[r]));
-    _mm256_storeu_ps(o + 8, _mm256_add_ps(m1, a1[r]));
+    _mm256_storeu_ps(out + r * D + d0, _mm256_add_ps(m0, a0[r]));
+    _mm256_storeu_ps(out + r * D + d0 + 8, _mm256_add_ps(m1, a1[r]));
   }
 }
 
-// 6 rows x 16 columns from a packed latent panel p[j * 6 + r] = lat[j, t0 + r].
-inline void block16_packed(const float* p, int64_t k, const float* basis, const float* mean,
-                           int64_t D, float* out, int64_t t0, int64_t d0) {
-  constexpr int R = 6;
-  __m256 a0[R], a1[R];
-  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
-  const float* b = basis + d0;
-  for (int64_t j = 0; j < k; ++j, p += R, b += D) {
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = _mm256_loadu_ps(b + 8);
-    for (int r = 0; r < R; ++r) {
-      const __m256 x = _mm256_broadcast_ss(p + r);
-      a0[r] = _mm256_fmadd_ps(x, b0, a0[r]);
-      a1[r] = _mm256_fmadd_ps(x, b1, a1[r]);
-    }
-  }
-  const __m256 m0 = _mm256_loadu_ps(mean + d0);
-  const __m256 m1 = _mm256_loadu_ps(mean + d0 + 8);
-  for (int r = 0; r < R; ++r) {
-    float* o = out + (t0 + r) * D + d0;
-    _mm256_storeu_ps(o, _mm256_add_ps(m0, a0[r]));
-    _mm256_storeu_ps(o + 8, _mm256_add_ps(m1, a1[r]));
-  }
-}
-
-// The same for 8 columns.
+// The same for 8 columns (d0 .. d0 + 7).
 template <int R>
-inline void block8(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
-                   int64_t D, float* out, int64_t t0, int64_t d0) {
+inline void block8(const float* l, int64_t lstride, int64_t k, const float* basis,
+                   const float* mean, int64_t D, float* out, int64_t d0) {
   __m256 a0[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) a0[r] = _mm256_setzero_ps();
-  const float* l = lat + t0;
   const float* b = basis + d0;
-  for (int64_t j = 0; j < k; ++j, l += n, b += D) {
+  for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
     const __m256 b0 = _mm256_loadu_ps(b);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) a0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(l + r), b0, a0[r]);
   }
   const __m256 m0 = _mm256_loadu_ps(mean + d0);
-  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + (t0 + r) * D + d0, _mm256_add_ps(m0, a0[r]));
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * D + d0, _mm256_add_ps(m0, a0[r]));
 }
 
-// Runs `kernel<R>` over rows [0, n) in blocks of 6, the remainder with one smaller block.
-template <typename K6, typename K5, typename K4, typename K3, typename K2, typename K1>
-inline void over_rows(int64_t n, K6 k6, K5 k5, K4 k4, K3 k3, K2 k2, K1 k1) {
-  int64_t t = 0;
-  for (; t + 6 <= n; t += 6) k6(t);
+template <int R, int V>
+inline void block(const float* l, int64_t lstride, int64_t k, const float* basis, const float* mean,
+                  int64_t D, float* out, int64_t d0) {
+  if constexpr (V == 2)
+    block16<R>(l, lstride, k, basis, mean, D, out, d0);
+  else
+    block8<R>(l, lstride, k, basis, mean, D, out, d0);
+}
+
+constexpr int kRows = 6;  // rows per block: 6 x 2 accumulators + 2 basis + 1 broadcast registers
+
+// One column panel of V vectors over every row: the full blocks from the packed
+// panels, the last n % kRows rows from the [k, n] latents.
+template <int V>
+void panel(const float* lat, const float* packed, int64_t k, int64_t n, const float* basis,
+           const float* mean, int64_t D, float* out, int64_t d0) {
+  const int64_t blocks = n / kRows;
+  for (int64_t bl = 0; bl < blocks; ++bl)
+    block<kRows, V>(packed + bl * k * kRows, kRows, k, basis, mean, D, out + bl * kRows * D, d0);
+  const int64_t t = blocks * kRows;
+  const float* l = lat + t;
+  float* o = out + t * D;
   switch (n - t) {
     case 5:
-      k5(t);
-      break;
+      return block<5, V>(l, n, k, basis, mean, D, o, d0);
     case 4:
-      k4(t);
-      break;
+      return block<4, V>(l, n, k, basis, mean, D, o, d0);
     case 3:
-      k3(t);
-      break;
+      return block<3, V>(l, n, k, basis, mean, D, o, d0);
     case 2:
-      k2(t);
-      break;
+      return block<2, V>(l, n, k, basis, mean, D, o, d0);
     case 1:
-      k1(t);
-      break;
+      return block<1, V>(l, n, k, basis, mean, D, o, d0);
     default:
-      break;
+      return;
   }
 }
 
@@ -136,62 +114,21 @@ inline void over_rows(int64_t n, K6 k6, K5 k5, K4 k4, K3 k3, K2 k2, K1 k1) {
 
 void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
                     int64_t D, float* out) {
-  int64_t d0 = 0;
-  // The full 6-row blocks' latents, packed block by block ([block][j][6]) so that each block's
-  // broadcasts read one contiguous run instead of k strided cache lines.
-  const int64_t blocks = n / 6;
+  // The full row blocks' latents packed block by block ([block][j][kRows]), so
+  // that a block's broadcasts read one contiguous run instead of k strided
+  // cache lines.
+  const int64_t blocks = n / kRows;
   thread_local std::vector<float> packed;
-  packed.resize(static_cast<size_t>(blocks * k * 6));
+  packed.resize(static_cast<size_t>(blocks * k * kRows));
   for (int64_t j = 0; j < k; ++j)
     for (int64_t bl = 0; bl < blocks; ++bl)
-      for (int r = 0; r < 6; ++r)
-        packed[static_cast<size_t>((bl * k + j) * 6 + r)] = lat[j * n + bl * 6 + r];
-  for (; d0 + 16 <= D; d0 += 16) {
-    for (int64_t bl = 0; bl < blocks; ++bl)
-      block16_packed(packed.data() + bl * k * 6, k, basis, mean, D, out, bl * 6, d0);
-    const int64_t t = blocks * 6;
-    switch (n - t) {
-      case 5:
-        block16<5>(lat, k, n, basis, mean, D, out, t, d0);
-        break;
-      case 4:
-        block16<4>(lat, k, n, basis, mean, D, out, t, d0);
-        break;
-      case 3:
-        block16<3>(lat, k, n, basis, mean, D, out, t, d0);
-        break;
-      case 2:
-        block16<2>(lat, k, n, basis, mean, D, out, t, d0);
-        break;
-      case 1:
-        block16<1>(lat, k, n, basis, mean, D, out, t, d0);
-        break;
-      default:
-        break;
-    }
-  }
-  // Column panels outermost: a 16-column panel of the basis (k x 64 bytes) stays in L1 while
-  // every row block of the chunk streams past it.
-  for (; d0 + 16 <= D; d0 += 16) {
-    auto at = [&](auto r) {
-      return [&, r](int64_t t0) {
-        block16<decltype(r)::value>(lat, k, n, basis, mean, D, out, t0, d0);
-      };
-    };
-    over_rows(n, at(std::integral_constant<int, 6>{}), at(std::integral_constant<int, 5>{}),
-              at(std::integral_constant<int, 4>{}), at(std::integral_constant<int, 3>{}),
-              at(std::integral_constant<int, 2>{}), at(std::integral_constant<int, 1>{}));
-  }
-  for (; d0 + 8 <= D; d0 += 8) {
-    auto at = [&](auto r) {
-      return [&, r](int64_t t0) {
-        block8<decltype(r)::value>(lat, k, n, basis, mean, D, out, t0, d0);
-      };
-    };
-    over_rows(n, at(std::integral_constant<int, 6>{}), at(std::integral_constant<int, 5>{}),
-              at(std::integral_constant<int, 4>{}), at(std::integral_constant<int, 3>{}),
-              at(std::integral_constant<int, 2>{}), at(std::integral_constant<int, 1>{}));
-  }
+      for (int r = 0; r < kRows; ++r)
+        packed[static_cast<size_t>((bl * k + j) * kRows + r)] = lat[j * n + bl * kRows + r];
+  // Column panels outermost: a 16-column panel of the basis (k x 64 bytes)
+  // stays in L1 while every row block of the chunk streams past it.
+  int64_t d0 = 0;
+  for (; d0 + 16 <= D; d0 += 16) panel<2>(lat, packed.data(), k, n, basis, mean, D, out, d0);
+  for (; d0 + 8 <= D; d0 += 8) panel<1>(lat, packed.data(), k, n, basis, mean, D, out, d0);
   // Last D % 8 columns: the scalar loop (same order, same fused multiply-add).
   for (int64_t t = 0; t < n && d0 < D; ++t)
     for (int64_t d = d0; d < D; ++d) {

@@ -13,9 +13,19 @@
 //                       the reference bit for bit. Falls back to the reference without AVX2/FMA.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace vq::coding {
+
+/// One multiply-add, fused when the target has FMA (what the vector kernels do per lane).
+inline float madd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 
 /// lat: [k, n] row-major (component-major); basis: [k, D] row-major; mean: [D]; out: [n, D].
 /// k may be 0 (every row is the mean).
