@@ -149,8 +149,37 @@ struct FastBitReader {
   }
 };
 
+// The multi-symbol table on a `window`-bit lookup (window >= the longest code). Entry =
+// symbols (bytes 0..3) | count << 32 | total bits << 40 | first code's length << 48; count 0 =
+// the window does not start with a valid code. Built by walking the sequences of up to four
+// codes whose lengths fit in the window: a sequence owns the contiguous range of window values
+// that start with it, filled before its extensions overwrite their own sub-ranges, so each value
+// ends with its longest sequence. Every level fills disjoint ranges: at most 4 * 2^window stores.
+// `len`, `code`, `sym`: the `count` codes in canonical order (ascending length).
+void build_multi(const uint8_t* len, const uint32_t* code, const uint8_t* sym, int count,
+                 int window, uint64_t* multi) {
+  std::fill(multi, multi + (size_t{1} << window), uint64_t{0});
+  auto walk = [&](auto& self, uint32_t prefix, int bits, uint32_t syms, int cnt,
+                  int first_len) -> void {
+    for (int c = 0; c < count; ++c) {
+      const int l = len[c];
+      if (bits + l > window) break;  // ascending lengths: no longer code fits either
+      const uint32_t p = (prefix << l) | code[c];
+      const int b = bits + l;
+      const int fl = cnt == 0 ? l : first_len;
+      const uint32_t sy = syms | (static_cast<uint32_t>(sym[c]) << (8 * cnt));
+      const uint64_t e = sy | (static_cast<uint64_t>(cnt + 1) << 32) |
+                         (static_cast<uint64_t>(b) << 40) | (static_cast<uint64_t>(fl) << 48);
+      const size_t first = static_cast<size_t>(p) << (window - b);
+      std::fill(multi + first, multi + first + (size_t{1} << (window - b)), e);
+      if (cnt + 1 < 4) self(self, p, b, sy, cnt + 1, fl);
+    }
+  };
+  walk(walk, 0u, 0, 0u, 0, 0);
+}
+
 // The multi-symbol loop (see decode_impl): one lookup on the next `window` bits gives up to
-// four complete codes. Entry = symbols (bytes 0..3) | count << 32 | bits << 40; count 0 = the
+// four complete codes (entries: build_multi); count 0 = the
 // first code is invalid. Runs while at least 16 symbols remain (four lookups write at most 16
 // bytes), starting at out[i]; returns the next index and adds the bits it consumed to `used`.
 // A separate function with its state in locals, so that the bit buffer stays in registers.
@@ -165,7 +194,7 @@ __attribute__((noinline)) size_t decode_multi(FastBitReader& reader, const uint6
     for (int t = 0; t < 4; ++t) {
       const uint64_t e = multi[fr.buf >> shift];
       const size_t cnt = static_cast<size_t>((e >> 32) & 0xFFu);
-      const int l = static_cast<int>(e >> 40);
+      const int l = static_cast<int>((e >> 40) & 0xFFu);
       if (__builtin_expect(cnt == 0, 0)) throw_invalid_code(i);
       const uint32_t syms = static_cast<uint32_t>(e);
       std::memcpy(out + i, &syms, 4);  // all four bytes written; i + 4 <= n here
@@ -522,9 +551,8 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
       int window = max_len;
       if (fast)
         while (window < 11 && (size_t{1} << (window + 1)) * 8 <= n) ++window;
-      // Lookup table on the next `window` bits: entry = symbol | (length << 8), 0 = no code.
       const size_t tsize = size_t{1} << window;
-      table_.assign(tsize, 0);
+      // Canonical codes (DEFLATE rule), in (length, symbol) order.
       uint32_t bl_count[kMaxCodeLength + 2] = {};
       for (uint32_t s = 0; s < A; ++s)
         if (lengths[s]) ++bl_count[lengths[s]];
@@ -534,51 +562,56 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
         code = (code + bl_count[b - 1]) << 1;
         next_code[b] = code;
       }
-      for (uint32_t s = 0; s < A; ++s) {
-        const int l = lengths[s];
-        if (l == 0) continue;
-        const uint32_t c = next_code[l]++;
-        const size_t first = static_cast<size_t>(c) << (window - l);
-        const size_t span = size_t{1} << (window - l);
-        std::fill(table_.begin() + static_cast<std::ptrdiff_t>(first),
-                  table_.begin() + static_cast<std::ptrdiff_t>(first + span),
-                  static_cast<uint16_t>(s | (static_cast<uint32_t>(l) << 8)));
+      uint8_t c_len[256], c_sym[256];
+      uint32_t c_code[256];
+      int ncodes = 0;
+      for (int l = 1; l <= kMaxCodeLength; ++l)
+        for (uint32_t s = 0; s < A; ++s)
+          if (lengths[s] == l) {
+            c_len[ncodes] = static_cast<uint8_t>(l);
+            c_sym[ncodes] = static_cast<uint8_t>(s);
+            c_code[ncodes++] = next_code[l]++;
+          }
+      // Up to four codes per lookup (build_multi) on streams long enough to repay the
+      // 2^window-entry table; otherwise one code per lookup.
+      const bool use_multi = fast && n >= 2 * tsize && n >= 64;
+      if (use_multi) {
+        multi_.resize(tsize);
+        build_multi(c_len, c_code, c_sym, ncodes, window, multi_.data());
+      } else {
+        // Lookup table on the next `window` bits: entry = symbol | (length << 8), 0 = no code.
+        table_.assign(tsize, 0);
+        for (int c = 0; c < ncodes; ++c) {
+          const size_t first = static_cast<size_t>(c_code[c]) << (window - c_len[c]);
+          const size_t span = size_t{1} << (window - c_len[c]);
+          std::fill(table_.begin() + static_cast<std::ptrdiff_t>(first),
+                    table_.begin() + static_cast<std::ptrdiff_t>(first + span),
+                    static_cast<uint16_t>(c_sym[c] | (static_cast<uint32_t>(c_len[c]) << 8)));
+        }
       }
       if (fast) {
         FastBitReader fr{in.cursor(), in.cursor() + payload};
         const int shift = 64 - window;
         uint64_t used = 0;
         size_t i = 0;
-        // Up to four codes per lookup: for each window value, the codes that lie complete inside
-        // the window, decoded one after another from the single table (the bits past the window
-        // read as zeros and a code that would reach them ends the run). It costs 2^window
-        // entries to build, so only streams long enough to repay that use it.
-        if (n >= 2 * tsize && n >= 64) {
-          multi_.resize(tsize);
-          const uint16_t* single = table_.data();
-          const size_t mask = tsize - 1;
-          for (size_t x = 0; x < tsize; ++x) {
-            uint32_t syms = 0;
-            int cnt = 0, bits = 0;
-            while (cnt < 4) {
-              const uint16_t e = single[(x << bits) & mask];
-              const int l = e >> 8;
-              if (l == 0 || bits + l > window) break;
-              syms |= static_cast<uint32_t>(e & 0xFFu) << (8 * cnt);
-              bits += l;
-              ++cnt;
-            }
-            multi_[x] =
-                syms | (static_cast<uint64_t>(cnt) << 32) | (static_cast<uint64_t>(bits) << 40);
-          }
-          i = decode_multi(fr, multi_.data(), window, out, i, n, used);
-        }
+        if (use_multi) i = decode_multi(fr, multi_.data(), window, out, i, n, used);
+        // The last symbols (or all of a short stream), one code per lookup.
         const uint16_t* table = table_.data();
+        const uint64_t* multi = multi_.data();
         auto one = [&](size_t at) __attribute__((always_inline)) {
-          const uint16_t e = table[fr.buf >> shift];
-          const int l = e >> 8;
+          uint8_t sym;
+          int l;
+          if (use_multi) {
+            const uint64_t e = multi[fr.buf >> shift];
+            sym = static_cast<uint8_t>(e & 0xFFu);
+            l = ((e >> 32) & 0xFFu) == 0 ? 0 : static_cast<int>((e >> 48) & 0xFFu);
+          } else {
+            const uint16_t e = table[fr.buf >> shift];
+            sym = static_cast<uint8_t>(e & 0xFFu);
+            l = e >> 8;
+          }
           if (__builtin_expect(l == 0, 0)) throw_invalid_code(at);
-          out[at] = static_cast<uint8_t>(e & 0xFFu);
+          out[at] = sym;
           fr.buf <<= l;
           fr.have -= l;
           used += static_cast<uint64_t>(l);

@@ -108,5 +108,63 @@ TEST(CodingHuffmanFast, CorruptStreamsGetTheSameVerdictAsTheReference) {
   EXPECT_GT(rejected, trials / 4);  // the corruptions do get caught
 }
 
+// Long streams take the multi-symbol table (up to four codes per lookup on a widened window):
+// adversarial code tables against the reference reader, intact and corrupted. Cases: every code
+// of the maximal length kMaxCodeLength (a geometric distribution over 256 symbols), two symbols
+// of one bit each, one dominant symbol with rare others (its code is 1 bit, the rest long), and
+// an incomplete code table (a stream whose table leaves window values without a code).
+TEST(CodingHuffmanFast, MultiSymbolTableMatchesTheReferenceOnAdversarialTables) {
+  Rng rng(23);
+  HuffmanEncoder enc;
+  int longest = 0, rejected = 0, trials = 0;
+  for (int kind = 0; kind < 4; ++kind) {
+    const int width = kind == 1 ? 2 : 8;
+    const size_t n = 20000 + rng.below(50);
+    std::vector<uint8_t> s(n);
+    for (auto& x : s) {
+      if (kind == 0) {  // P(k) ~ 0.55^k: the tail needs length-limited codes
+        uint32_t k = 0;
+        while (k + 1 < 256 && rng.uniform() < 0.55) ++k;
+        x = static_cast<uint8_t>(k);
+      } else if (kind == 1) {
+        x = static_cast<uint8_t>(rng.below(2));
+      } else {
+        x = static_cast<uint8_t>(rng.uniform() < 0.999 ? 5 : rng.below(256));
+      }
+    }
+    std::vector<uint8_t> bytes;
+    const StreamSizes sz = enc.encode(s.data(), n, width, bytes);
+    ASSERT_EQ(sz.mode, StreamMode::Huffman) << "kind " << kind;
+    for (uint8_t l : enc.last_lengths()) longest = std::max<int>(longest, l);
+    if (kind == 3) {
+      // Raise one code's length in the table (Kraft sum < 1: some window values have no code);
+      // the payload then decodes differently or is rejected, the same way by both readers.
+      const size_t table = 1 + static_cast<size_t>(varint_size(n)) + 1;
+      for (size_t b = table; b < table + 128; ++b)
+        if ((bytes[b] & 0x0F) != 0 && (bytes[b] & 0x0F) < kMaxCodeLength) {
+          bytes[b] = static_cast<uint8_t>(bytes[b] + 1);
+          break;
+        }
+    }
+    const std::string f = try_decode(bytes, n, width, true);
+    ASSERT_EQ(f, try_decode(bytes, n, width, false)) << "kind " << kind;
+    if (kind != 3) {
+      ASSERT_EQ(f, std::string(s.begin(), s.end()) + "|" + std::to_string(bytes.size()));
+    }
+    for (int t = 0; t < 40; ++t) {
+      std::vector<uint8_t> bad = bytes;
+      const size_t at = rng.below(static_cast<uint32_t>(bad.size()));
+      bad[at] = static_cast<uint8_t>(bad[at] ^ (1u << rng.below(8)));
+      const std::string g = try_decode(bad, n, width, true);
+      ASSERT_EQ(g, try_decode(bad, n, width, false)) << "kind " << kind << " trial " << t;
+      rejected += g == "throw";
+      ++trials;
+    }
+  }
+  EXPECT_EQ(longest, kMaxCodeLength);  // the maximal code length was exercised
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(trials, 0);
+}
+
 }  // namespace
 }  // namespace vq::coding
