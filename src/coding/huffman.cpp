@@ -564,14 +564,19 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
       }
       uint8_t c_len[256], c_sym[256];
       uint32_t c_code[256];
-      int ncodes = 0;
-      for (int l = 1; l <= kMaxCodeLength; ++l)
-        for (uint32_t s = 0; s < A; ++s)
-          if (lengths[s] == l) {
-            c_len[ncodes] = static_cast<uint8_t>(l);
-            c_sym[ncodes] = static_cast<uint8_t>(s);
-            c_code[ncodes++] = next_code[l]++;
-          }
+      int ncodes = 0, slot[kMaxCodeLength + 2] = {};  // first position of each length
+      for (int l = 1; l <= kMaxCodeLength; ++l) {
+        slot[l] = ncodes;
+        ncodes += static_cast<int>(bl_count[l]);
+      }
+      for (uint32_t s = 0; s < A; ++s) {  // one pass: symbols in order within each length
+        const int l = lengths[s];
+        if (l == 0) continue;
+        const int at = slot[l]++;
+        c_len[at] = static_cast<uint8_t>(l);
+        c_sym[at] = static_cast<uint8_t>(s);
+        c_code[at] = next_code[l]++;
+      }
       // Up to four codes per lookup (build_multi) on streams long enough to repay the
       // 2^window-entry table; otherwise one code per lookup.
       const bool use_multi = fast && n >= 2 * tsize && n >= 64;

@@ -72,69 +72,59 @@ inline void block8(const float* l, int64_t lstride, int64_t k, const float* basi
   for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * D + d0, _mm256_add_ps(m0, a0[r]));
 }
 
-template <int R, int V>
-inline void block(const float* l, int64_t lstride, int64_t k, const float* basis, const float* mean,
-                  int64_t D, float* out, int64_t d0) {
-  if constexpr (V == 2)
-    block16<R>(l, lstride, k, basis, mean, D, out, d0);
-  else
-    block8<R>(l, lstride, k, basis, mean, D, out, d0);
-}
-
 constexpr int kRows = 6;  // rows per block: 6 x 2 accumulators + 2 basis + 1 broadcast registers
 
-// One column panel of V vectors over every row: the full blocks from the packed
-// panels, the last n % kRows rows from the [k, n] latents.
-template <int V>
-void panel(const float* lat, const float* packed, int64_t k, int64_t n, const float* basis,
-           const float* mean, int64_t D, float* out, int64_t d0) {
-  const int64_t blocks = n / kRows;
-  for (int64_t bl = 0; bl < blocks; ++bl)
-    block<kRows, V>(packed + bl * k * kRows, kRows, k, basis, mean, D, out + bl * kRows * D, d0);
-  const int64_t t = blocks * kRows;
-  const float* l = lat + t;
-  float* o = out + t * D;
-  switch (n - t) {
-    case 5:
-      return block<5, V>(l, n, k, basis, mean, D, o, d0);
-    case 4:
-      return block<4, V>(l, n, k, basis, mean, D, o, d0);
-    case 3:
-      return block<3, V>(l, n, k, basis, mean, D, o, d0);
-    case 2:
-      return block<2, V>(l, n, k, basis, mean, D, o, d0);
-    case 1:
-      return block<1, V>(l, n, k, basis, mean, D, o, d0);
-    default:
-      return;
-  }
+// R rows (latents l[j * lstride + r]) across every 16- and 8-column panel; the last D % 8 columns
+// are left to the caller.
+template <int R>
+void rows(const float* l, int64_t lstride, int64_t k, const float* basis, const float* mean,
+          int64_t D, float* out) {
+  int64_t d0 = 0;
+  for (; d0 + 16 <= D; d0 += 16) block16<R>(l, lstride, k, basis, mean, D, out, d0);
+  for (; d0 + 8 <= D; d0 += 8) block8<R>(l, lstride, k, basis, mean, D, out, d0);
 }
 
 }  // namespace
 
 void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
                     int64_t D, float* out) {
-  // The full row blocks' latents packed block by block ([block][j][kRows]), so
-  // that a block's broadcasts read one contiguous run instead of k strided
-  // cache lines.
-  const int64_t blocks = n / kRows;
-  thread_local std::vector<float> packed;
-  packed.resize(static_cast<size_t>(blocks * k * kRows));
-  for (int64_t j = 0; j < k; ++j)
-    for (int64_t bl = 0; bl < blocks; ++bl)
+  // Row blocks outermost, each block's latents first packed ([j][kRows]) so that its broadcasts
+  // read one contiguous run instead of k strided cache lines; the basis streams past from L2.
+  std::vector<float> packed(static_cast<size_t>(k * kRows));
+  int64_t t = 0;
+  for (; t + kRows <= n; t += kRows) {
+    for (int64_t j = 0; j < k; ++j)
       for (int r = 0; r < kRows; ++r)
-        packed[static_cast<size_t>((bl * k + j) * kRows + r)] = lat[j * n + bl * kRows + r];
-  // Column panels outermost: a 16-column panel of the basis (k x 64 bytes)
-  // stays in L1 while every row block of the chunk streams past it.
-  int64_t d0 = 0;
-  for (; d0 + 16 <= D; d0 += 16) panel<2>(lat, packed.data(), k, n, basis, mean, D, out, d0);
-  for (; d0 + 8 <= D; d0 += 8) panel<1>(lat, packed.data(), k, n, basis, mean, D, out, d0);
+        packed[static_cast<size_t>(j * kRows + r)] = lat[j * n + t + r];
+    rows<kRows>(packed.data(), kRows, k, basis, mean, D, out + t * D);
+  }
+  const float* l = lat + t;
+  float* o = out + t * D;
+  switch (n - t) {
+    case 5:
+      rows<5>(l, n, k, basis, mean, D, o);
+      break;
+    case 4:
+      rows<4>(l, n, k, basis, mean, D, o);
+      break;
+    case 3:
+      rows<3>(l, n, k, basis, mean, D, o);
+      break;
+    case 2:
+      rows<2>(l, n, k, basis, mean, D, o);
+      break;
+    case 1:
+      rows<1>(l, n, k, basis, mean, D, o);
+      break;
+    default:
+      break;
+  }
   // Last D % 8 columns: the scalar loop (same order, same fused multiply-add).
-  for (int64_t t = 0; t < n && d0 < D; ++t)
+  for (int64_t d0 = D - D % 8, r = 0; r < n && d0 < D; ++r)
     for (int64_t d = d0; d < D; ++d) {
       float acc = 0.0f;
-      for (int64_t j = 0; j < k; ++j) acc = madd(lat[j * n + t], basis[j * D + d], acc);
-      out[t * D + d] = mean[d] + acc;
+      for (int64_t j = 0; j < k; ++j) acc = madd(lat[j * n + r], basis[j * D + d], acc);
+      out[r * D + d] = mean[d] + acc;
     }
 }
 
