@@ -84,6 +84,16 @@ void rows(const float* l, int64_t lstride, int64_t k, const float* basis, const 
   for (; d0 + 8 <= D; d0 += 8) block8<R>(l, lstride, k, basis, mean, D, out, d0);
 }
 
+// rows<m> for the last 0 <= m < kRows rows of the chunk (m known at run time).
+template <int R = kRows - 1>
+void tail_rows(int64_t m, const float* l, int64_t lstride, int64_t k, const float* basis,
+               const float* mean, int64_t D, float* out) {
+  if constexpr (R >= 1) {
+    if (m == R) return rows<R>(l, lstride, k, basis, mean, D, out);
+    tail_rows<R - 1>(m, l, lstride, k, basis, mean, D, out);
+  }
+}
+
 }  // namespace
 
 void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
@@ -98,27 +108,7 @@ void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, 
         packed[static_cast<size_t>(j * kRows + r)] = lat[j * n + t + r];
     rows<kRows>(packed.data(), kRows, k, basis, mean, D, out + t * D);
   }
-  const float* l = lat + t;
-  float* o = out + t * D;
-  switch (n - t) {
-    case 5:
-      rows<5>(l, n, k, basis, mean, D, o);
-      break;
-    case 4:
-      rows<4>(l, n, k, basis, mean, D, o);
-      break;
-    case 3:
-      rows<3>(l, n, k, basis, mean, D, o);
-      break;
-    case 2:
-      rows<2>(l, n, k, basis, mean, D, o);
-      break;
-    case 1:
-      rows<1>(l, n, k, basis, mean, D, o);
-      break;
-    default:
-      break;
-  }
+  tail_rows(n - t, lat + t, n, k, basis, mean, D, out + t * D);
   // Last D % 8 columns: the scalar loop (same order, same fused multiply-add).
   for (int64_t d0 = D - D % 8, r = 0; r < n && d0 < D; ++r)
     for (int64_t d = d0; d < D; ++d) {
