@@ -36,6 +36,7 @@
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
 #include "veloxquant/text_model.hpp"
+#include "veloxquant/threads.hpp"
 #include "veloxquant/vqkv.hpp"
 
 namespace py = pybind11;
@@ -428,6 +429,11 @@ PYBIND11_MODULE(veloxquant, m) {
     }
   });
 
+  m.def(
+      "set_threads", [](int n) { vq::set_thread_count(n); }, py::arg("n"),
+      "Threads of the parallel loops (weight products, attention), process-wide; default every "
+      "core. Results are bit-identical for any count. ValueError outside [1, 1024].");
+  m.def("get_threads", &vq::thread_count, "Threads the parallel loops use now.");
   m.def(
       "methods",
       [] {

@@ -6,6 +6,8 @@
 # with CAL_TOKENS > 0 also kvtc with a basis calibrated on the first CAL_TOKENS text tokens, the
 # evaluation then starting after them), at ratios 0.25, 0.5, 0.75, 0.875.
 # Usage: scripts/eval_oneshot.sh MODEL TOKENIZER TEXT OUT_PREFIX [MAX_TOKENS [CAL_TOKENS]]
+#   METHODS="a;b" replaces the method list (CAL_TOKENS then only skips the calibration text);
+#   FLAGS="--keep-policy" adds eval options.
 #   e.g. scripts/eval_oneshot.sh prose1k.bin tokp2048.bin prose-val.txt results/oneshot_prose1k 4092 20000
 # Writes OUT_PREFIX.json and OUT_PREFIX.png (and OUT_PREFIX_post.vqcal, not committed).
 set -euo pipefail
@@ -24,15 +26,20 @@ Q8="q8_0"; Q4="q4_0"
 if (( D % 32 != 0 )); then Q8="q8_0:block=$D"; Q4="q4_0:block=$D"; fi
 SNAP="snapkv:window=64,kernel=5,pool=avg"
 ms="streaming_llm;$SNAP;tova;knorm;h2o;qfilters;expected_attention;curdkv_paper;curdkv"
+ms+=";keyformer;morphkv;kvzip;nestedkv"
 ms+=";curdkv_paper:leverage=value;curdkv_paper:leverage=kv_avg;adakv/$SNAP;$SNAP+$Q8"
 ms+=";$Q8;$Q4;kvtc:bit_budget=$((2 * D));kvtc:bit_budget=$((4 * D))"
 SKIP=0
 if (( CAL > 0 )); then
-  [[ -f "${OUT}_post.vqcal" ]] || "$VQ" calibrate --model "$MPATH" --tokenizer "$TPATH" \
-    --text "$XPATH" --max-tokens "$CAL" --rope post --out "${OUT}_post.vqcal"
-  ms+=";kvtc:bit_budget=$((2 * D)),basis=${OUT}_post.vqcal"
+  if [[ -z "${METHODS:-}" ]]; then
+    [[ -f "${OUT}_post.vqcal" ]] || "$VQ" calibrate --model "$MPATH" --tokenizer "$TPATH" \
+      --text "$XPATH" --max-tokens "$CAL" --rope post --out "${OUT}_post.vqcal"
+    ms+=";kvtc:bit_budget=$((2 * D)),basis=${OUT}_post.vqcal"
+  fi
   SKIP="$CAL"
 fi
+[[ -n "${METHODS:-}" ]] && ms="$METHODS"
+# shellcheck disable=SC2086
 "$VQ" eval --protocol prefill --model "$MPATH" --tokenizer "$TPATH" --text "$XPATH" \
-  --skip-tokens "$SKIP" --max-tokens "$MAX" --ratios 0.25,0.5,0.75,0.875 \
+  --skip-tokens "$SKIP" --max-tokens "$MAX" --ratios 0.25,0.5,0.75,0.875 ${FLAGS:-} \
   --methods "$ms" --json "${OUT}.json" --plot "${OUT}.png"

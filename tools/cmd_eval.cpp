@@ -125,7 +125,7 @@ struct PrefillArgs {
   std::string methods, ratios, json, plot, plot_script;
   int64_t context = 0, continuation = 0, skip_tokens = 0;
   uint64_t seed = 0;
-  bool allow_foreign = false;
+  bool allow_foreign = false, keep_policy = false;
 };
 
 void write_plot(const std::string& script, const std::string& json_path, const std::string& png,
@@ -145,6 +145,7 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
   po.context = a.context;
   po.continuation = a.continuation;
   po.seed = a.seed;
+  po.keep_policy = a.keep_policy;
   int64_t runs = 1;
   for (const auto& m : po.methods) {
     runs += vq::eviction::is_codec_alone(m) ? 1 : static_cast<int64_t>(po.ratios.size());
@@ -195,6 +196,7 @@ void run_prefill(const PrefillArgs& a, bool methods_given, const std::string& mo
                          {"predicted_tokens", rep.predicted_tokens},
                          {"skip_tokens", a.skip_tokens},
                          {"seed", a.seed},
+                         {"keep_policy", a.keep_policy},
                          {"ratios", parse_ratios(a.ratios)},
                          {"reference", to_json(rep.reference)},
                          {"methods", jm}};
@@ -237,7 +239,7 @@ void register_eval(CLI::App& app, Globals& g) {
     int64_t context = 0, continuation = 0;
     int64_t max_tokens = kDefaultMaxTokens, prefill = 0, skip_tokens = 0;
     uint64_t seed = 0;
-    bool strict_view = false, allow_foreign = false;
+    bool strict_view = false, allow_foreign = false, keep_policy = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, kModelHelp);
@@ -278,6 +280,9 @@ void register_eval(CLI::App& app, Globals& g) {
                   "prefill protocol: continuation tokens teacher-forced after the compression "
                   "(0 = the rest of each window)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_flag("--keep-policy", o->keep_policy,
+                "prefill protocol: after the compression keep the method's decode-time policy on, "
+                "holding each head to its compressed size through the continuation");
   cmd->add_flag("--strict-view", o->strict_view,
                 "a token the cache drops at once does not attend to itself (see docs/eval.md)");
   cmd->add_option("--json", o->json, "write the results as JSON to this file ('-' = stdout)");
@@ -304,9 +309,13 @@ void register_eval(CLI::App& app, Globals& g) {
     const auto windows = text_windows(lm, o->text, o->text_ids, o->skip_tokens, o->max_tokens,
                                       "evaluate", text_path);
 
+    VQ_CHECK(!o->keep_policy || o->protocol == "prefill", vq::InvalidArgument,
+             "--keep-policy applies to --protocol prefill (the decode protocol always runs the "
+             "method's decode-time policy)");
     if (o->protocol == "prefill") {
-      PrefillArgs a{o->methods, o->ratios,       o->json,        o->plot, plot_script,
-                    o->context, o->continuation, o->skip_tokens, o->seed, o->allow_foreign};
+      PrefillArgs a{o->methods,  o->ratios,        o->json,         o->plot,
+                    plot_script, o->context,       o->continuation, o->skip_tokens,
+                    o->seed,     o->allow_foreign, o->keep_policy};
       run_prefill(a, methods_opt->count() > 0, model_path, tok_path, text_path, model, windows, g);
       return;
     }

@@ -42,6 +42,11 @@ const char* vq_status_name(vq_status s);
 /* "0.1.0" */
 const char* vq_version(void);
 
+/* Threads of the parallel loops (weight products, attention), process-wide; the default is every
+ * core. Results are bit-identical for any count. vq_set_threads refuses n outside [1, 1024]. */
+vq_status vq_set_threads(int n);
+vq_status vq_get_threads(int* n);
+
 /* Number of registered methods, and the id of method i (0-based; pointer valid forever). */
 vq_status vq_method_count(int64_t* count);
 vq_status vq_method_id(int64_t i, const char** id);

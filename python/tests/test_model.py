@@ -123,3 +123,30 @@ def test_one_model_from_several_threads(model_file):
     for t in threads:
         t.join()
     assert got == want
+
+
+def test_set_threads_changes_no_result(model_file):
+    m = vq.Model(model_file("stories260K.gguf"))
+    before = vq.get_threads()
+    assert before >= 1
+    with pytest.raises(ValueError, match="0"):
+        vq.set_threads(0)
+    with pytest.raises(ValueError, match="5000"):
+        vq.set_threads(5000)
+    out = []
+    try:
+        for n in (1, 3):
+            vq.set_threads(n)
+            assert vq.get_threads() == n
+            out.append(m.evaluate(text=PROMPT * 20, methods="h2o:budget=32,recent=8",
+                                  max_tokens=200))
+    finally:
+        vq.set_threads(before)
+    timing = {"seconds", "tokens_per_s"}
+
+    def results(r):
+        return [{k: v for k, v in m.items() if k not in timing}
+                for m in [r["reference"], *r["methods"]]]
+
+    assert results(out[0]) == results(out[1])
+    assert results(out[0])[1]["kl_mean"] > 0

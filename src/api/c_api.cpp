@@ -15,6 +15,7 @@
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
 #include "veloxquant/text_model.hpp"
+#include "veloxquant/threads.hpp"
 #include "veloxquant/vqkv.hpp"
 
 struct vq_cache {
@@ -151,6 +152,17 @@ const char* vq_status_name(vq_status s) {
 
 const char* vq_version(void) {
   return "0.1.0";
+}
+
+vq_status vq_set_threads(int n) {
+  return guarded([&] { vq::set_thread_count(n); });
+}
+
+vq_status vq_get_threads(int* n) {
+  return guarded([&] {
+    need(n, "n");
+    *n = vq::thread_count();
+  });
 }
 
 vq_status vq_method_count(int64_t* count) {

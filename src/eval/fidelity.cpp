@@ -403,8 +403,8 @@ PrefillReport run_prefill_protocol(const Model& model,
     }
     const eviction::OneShotSpec spec = eviction::parse_one_shot(s);
     for (double r : opt.ratios) {
-      Engine::CacheFactory f = [spec, r, D, L, seed = opt.seed](int64_t l) {
-        return eviction::make_one_shot_cache(spec, r, D, l, L, layer_seed(seed, l));
+      Engine::CacheFactory f = [spec, r, D, L, seed = opt.seed, keep = opt.keep_policy](int64_t l) {
+        return eviction::make_one_shot_cache(spec, r, D, l, L, layer_seed(seed, l), keep);
       };
       runs.push_back(Run{spec.to_string(), r, Engine(model, f, EngineOptions{opt.seed, false})});
     }
@@ -491,6 +491,10 @@ std::vector<std::string> default_one_shot_methods() {
                                            "expected_attention",
                                            "curdkv_paper",
                                            "curdkv",
+                                           "keyformer",
+                                           "morphkv",
+                                           "kvzip",
+                                           "nestedkv",
                                            "adakv/snapkv:window=64,kernel=5,pool=avg"};
   for (const auto& s : wanted) {
     const std::string rest = s.rfind("adakv/", 0) == 0 ? s.substr(6) : s;

@@ -119,6 +119,9 @@ struct PrefillOptions {
   int64_t context = 0;       ///< N; 0 = 3/4 of the model's context length
   int64_t continuation = 0;  ///< M; 0 = the rest of each window
   uint64_t seed = 0;
+  /// After the compression, keep the method's decode-time policy on: each head is held to its
+  /// compressed size through the continuation (default: no further eviction, as kvpress).
+  bool keep_policy = false;
   std::function<void(int64_t, int64_t)> progress;
 };
 

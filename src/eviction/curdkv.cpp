@@ -45,22 +45,21 @@ class CurDKVCache final : public eviction::EvictionCache {
     } else {
       on_token_fast(st, k, v, q, pos);
     }
-    if (over_budget(st)) {  // step 5: sinks and the recent window (if any) stay
-      const int64_t protect_from =
-          recent_ > 0 ? pos + 1 - recent_ : std::numeric_limits<int64_t>::max();
-      const int64_t victim = mean_score_
-                                 ? argmin_evictable(st, protect_from,
-                                                    [&](int64_t i) {
-                                                      return st.score[static_cast<size_t>(i)] /
-                                                             st.aux[static_cast<size_t>(i)];
-                                                    })
-                                 : argmin_score(st, protect_from);
-      if (victim >= 0) {
-        const int64_t last = st.n - 1;
-        remove_slot(st, victim);  // the last row moves into the victim's slot
-        if (fast_path()) trackers_[head_index(st)].row_moved(last, victim);
-      }
+    const int64_t protect_from =
+        recent_ > 0 ? pos + 1 - recent_ : std::numeric_limits<int64_t>::max();
+    while (over_budget(st)) {  // step 5: sinks and the recent window (if any) stay
+      const int64_t victim =
+          argmin_evictable(st, protect_from, [&](int64_t i) { return retention(st, i); });
+      if (victim < 0) break;
+      const int64_t last = st.n - 1;
+      remove_slot(st, victim);  // the last row moves into the victim's slot
+      if (fast_path()) trackers_[head_index(st)].row_moved(last, victim);
     }
+  }
+
+  double retention(const eviction::HeadState& st, int64_t i) const override {
+    const double s = st.score[static_cast<size_t>(i)];
+    return mean_score_ ? s / st.aux[static_cast<size_t>(i)] : s;
   }
 
  protected:
@@ -211,6 +210,7 @@ MethodInfo curdkv_method_info() {
                  "leverage routine: tracked subspace (fast), converged Gram subspace (exact), or "
                  "the full-SVD oracle"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) {
     eviction::check_sinks_below_budget(c);
     VQ_CHECK(c.get_int("n_sink") + c.get_int("recent") < c.get_int("budget"), InvalidArgument,

@@ -144,8 +144,7 @@ class CurPaperCache final : public eviction::EvictionCache {
         [&](int64_t i) { return st.kv.position(slot(i)); }, sc_.data(), k2_, v2_);
     for (int64_t i = 0; i < n; ++i)
       st.score[static_cast<size_t>(slot(i))] = sc_[static_cast<size_t>(i)];
-    const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (victim >= 0) remove_slot(st, victim);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -180,6 +179,7 @@ MethodInfo curdkv_paper_method_info() {
       opt_int("rank", 20, 1, 4096, "projection dimension (projection=gaussian)"),
       opt_int("seed", 0, 0, kMaxBudget, "seed of the Gaussian projection"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<CurPaperCache>(c, ctx);

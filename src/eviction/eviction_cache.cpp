@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <set>
 
+#include "eviction/one_shot.hpp"
 #include "store/buffers.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
@@ -19,6 +22,10 @@ EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budge
     : KVCache(std::move(config), ctx), budget_(budget), n_sink_(n_sink) {
   VQ_CHECK(budget_ >= 0, InvalidArgument, this->config().method(), ": budget = ", budget_,
            " must be >= 0");
+  const MethodInfo& self = find_method(this->config().method());
+  if (find_option(self, "heads") != nullptr)
+    set_adaptive_heads(this->config().get_string("heads") == "adaptive",
+                       this->config().get_float("safeguard"));
   const CacheConfig& codec = context().codec;
   if (!codec.method().empty()) {
     const MethodInfo& m = find_method(codec.method());
@@ -37,6 +44,27 @@ EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budge
       }
     }
   }
+}
+
+EvictionCache::~EvictionCache() = default;
+
+void EvictionCache::set_adaptive_heads(bool on, double safeguard) {
+  VQ_CHECK(safeguard >= 0.0 && safeguard <= 1.0, InvalidArgument, config().method(),
+           ": safeguard = ", safeguard, " is outside [0, 1]");
+  adaptive_ = on;
+  safeguard_ = safeguard;
+}
+
+void EvictionCache::compress_first_context(std::unique_ptr<OneShotScorer> scorer, double ratio,
+                                           bool adaptive, double safeguard) {
+  one_shot_keep(1, ratio);  // validates the ratio
+  VQ_CHECK(scorer != nullptr, InvalidArgument, config().method(), ": no one-shot scorer");
+  VQ_CHECK(offset() == 0, InvalidArgument, config().method(), ": compress_first_context after ",
+           offset(), " tokens (must precede the context)");
+  one_shot_ = std::move(scorer);
+  one_shot_ratio_ = ratio;
+  one_shot_adaptive_ = adaptive;
+  one_shot_safeguard_ = safeguard;
 }
 
 void EvictionCache::on_shape_known(int64_t B, int64_t H) {
@@ -104,6 +132,10 @@ bool EvictionCache::quantizes_queries(int64_t* block) const {
 }
 
 void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) {
+  if (one_shot_ && keys.S() > 1) {
+    compress_context(keys, values, queries);
+    return;
+  }
   const int64_t S = keys.S();
   const int64_t G = queries ? queries->H() / keys.H() : 0;
   qrows_.resize(static_cast<size_t>(S));
@@ -118,8 +150,109 @@ void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Te
       process_head(st, keys.head(b, h), values.head(b, h), qrows_, S, offset());
       st.kv.settle();
     }
+    if (adaptive_) redistribute(b);
   }
   if (qrows_.capacity() > 64) std::vector<QueryRows>().swap(qrows_);  // a prefill's, not kept
+}
+
+void EvictionCache::compress_context(const Tensor& keys, const Tensor& values,
+                                     const Tensor* queries) {
+  const auto keep = choose_one_shot(*one_shot_, one_shot_ratio_, one_shot_adaptive_,
+                                    one_shot_safeguard_, keys, values, queries, offset(),
+                                    context().layer, context().seed, wants_pre_rope_keys());
+  one_shot_.reset();
+  // The compressed size becomes the budget the decode-time policy holds the cache to.
+  budget_ = one_shot_keep(keys.S(), one_shot_ratio_);
+  if (one_shot_adaptive_) set_adaptive_heads(true, one_shot_safeguard_);
+  const int64_t H = keys.H(), D = head_dim();
+  const int64_t G = queries ? queries->H() / H : 0;
+  std::vector<QueryRows> q1(1);
+  for (int64_t b = 0; b < keys.B(); ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      HeadState& st = heads_[static_cast<size_t>(b * H + h)];
+      const auto& rows = keep[static_cast<size_t>(b * H + h)];
+      st.budget = static_cast<int64_t>(rows.size());
+      // Each kept row enters through the method's own token handler (its per-token state is
+      // built as if it had seen only the kept context); no row is evicted at this size.
+      for (int64_t s : rows) {
+        q1[0] = queries ? QueryRows{queries->row(b, h * G, s), G, queries->S() * queries->D()}
+                        : QueryRows{};
+        process_head(st, keys.head(b, h) + s * D, values.head(b, h) + s * D, q1, 1, offset() + s);
+      }
+      st.kv.settle();
+    }
+    if (adaptive_) redistribute(b);
+  }
+}
+
+void EvictionCache::redistribute(int64_t b) {
+  const int64_t H = kv_heads();
+  if (budget_ <= 0 || !keeps_scores()) return;
+  const int64_t total = H * budget_;
+  const auto n_safe =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(budget_) * safeguard_));
+  HeadState* hs = heads_.data() + b * H;
+  int64_t held = 0;
+  for (int64_t h = 0; h < H; ++h) held += hs[h].n;
+  // The next token adds one row to every head: budgets sum to the layer's H * budget.
+  const int64_t excess = held + H - total;
+  if (excess <= 0) {
+    const int64_t spare = -excess;
+    for (int64_t h = 0; h < H; ++h)
+      hs[h].budget = hs[h].n + 1 + spare / H + (h < spare % H ? 1 : 0);
+    return;
+  }
+  // The layer's `excess` lowest rows outside each head's n_safe best and its newest row are
+  // the next evictions; each head's budget is what remains of it after the next token.
+  rank_.clear();
+  for (int64_t h = 0; h < H; ++h) {
+    const HeadState& st = hs[h];
+    rank_order_.resize(static_cast<size_t>(st.n));
+    std::iota(rank_order_.begin(), rank_order_.end(), int64_t{0});
+    auto r = [&](int64_t i) {
+      const double v = retention(st, i);
+      return std::isnan(v) ? -std::numeric_limits<double>::infinity() : v;
+    };
+    const int64_t m = std::min(n_safe, st.n);
+    std::nth_element(rank_order_.begin(), rank_order_.begin() + m, rank_order_.end(),
+                     [&](int64_t a, int64_t c) {
+                       const double x = r(a), y = r(c);
+                       return x != y ? x > y : st.kv.position(a) > st.kv.position(c);
+                     });
+    int64_t newest = -1;
+    for (int64_t i = 0; i < st.n; ++i) newest = std::max(newest, st.kv.position(i));
+    for (int64_t j = m; j < st.n; ++j) {
+      const int64_t i = rank_order_[static_cast<size_t>(j)];
+      if (st.kv.position(i) == newest) continue;
+      rank_.push_back(RankEntry{r(i), st.kv.position(i), h});
+    }
+  }
+  const auto take = std::min<int64_t>(excess, static_cast<int64_t>(rank_.size()));
+  auto lower = [](const RankEntry& x, const RankEntry& y) {
+    if (x.r != y.r) return x.r < y.r;
+    if (x.pos != y.pos) return x.pos < y.pos;
+    return x.head < y.head;
+  };
+  std::nth_element(rank_.begin(), rank_.begin() + take, rank_.end(), lower);
+  for (int64_t h = 0; h < H; ++h) hs[h].budget = hs[h].n + 1;
+  for (int64_t j = 0; j < take; ++j) hs[rank_[static_cast<size_t>(j)].head].budget -= 1;
+  // Too few candidates (a large safeguard): the rest leave the largest heads, lowest index first.
+  for (int64_t left = excess - take; left > 0;) {
+    int64_t big = 0;
+    for (int64_t h = 1; h < H; ++h)
+      if (hs[h].budget > hs[big].budget) big = h;
+    if (hs[big].budget <= 1) break;
+    hs[big].budget -= 1;
+    left -= 1;
+  }
+}
+
+void EvictionCache::evict_lowest(HeadState& st, int64_t protect_from) {
+  while (over_budget(st)) {
+    const int64_t slot = argmin_score(st, protect_from);
+    if (slot < 0) return;
+    remove_slot(st, slot);
+  }
 }
 
 void EvictionCache::process_head(HeadState& st, const float* K, const float* V,
@@ -177,7 +310,8 @@ CacheStats EvictionCache::stats() const {
   st.content_bytes = static_cast<double>(b.content);
   st.codec_param_bytes = static_cast<double>(b.params);
   st.index_bytes = static_cast<double>(b.index);
-  st.policy_bytes = static_cast<double>(slots + policy_bytes() + b.scratch + cap_bytes(qrows_));
+  st.policy_bytes = static_cast<double>(slots + policy_bytes() + b.scratch + cap_bytes(qrows_) +
+                                        cap_bytes(rank_) + cap_bytes(rank_order_));
   st.overhead_bytes = static_cast<double>(heads_.capacity() * sizeof(HeadState));
   st.kept_bytes = st.content_bytes + st.codec_param_bytes + st.policy_bytes + st.index_bytes +
                   st.overhead_bytes;

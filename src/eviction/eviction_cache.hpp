@@ -15,6 +15,10 @@
 #include "veloxquant/cache.hpp"
 #include "veloxquant/row_source.hpp"
 
+namespace vq {
+class OneShotScorer;
+}
+
 namespace vq::eviction {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -45,16 +49,28 @@ struct HeadState {
   std::vector<double> score;  // [n] the method's retention score (empty unless keeps_scores())
   std::vector<double> aux;    // [n] a second per-token value (e.g. update counts)
   int64_t n = 0;
-  size_t index = 0;  // b * H + h
+  size_t index = 0;    // b * H + h
+  int64_t budget = 0;  // this head's budget under head-adaptive budgets (0: the cache's)
 };
 
 class EvictionCache : public KVCache {
  public:
   /// budget: most tokens kept per head (0 = unbounded). n_sink: positions < n_sink never evicted.
   EvictionCache(CacheConfig config, CacheContext ctx, int64_t budget, int64_t n_sink);
+  ~EvictionCache() override;
 
   int64_t budget() const { return budget_; }
   int64_t n_sink() const { return n_sink_; }
+  /// Head-adaptive budgets (AdaKV): option heads=adaptive of the method's spec, or set by the
+  /// prefill protocol. safeguard: the fraction of the per-head budget every head keeps.
+  bool adaptive_heads() const { return adaptive_; }
+  void set_adaptive_heads(bool on, double safeguard);
+  /// One-shot compression of the first multi-token update (the prefill protocol with the
+  /// decode-time policy kept on): the context is scored once by `scorer` and each head keeps
+  /// int(S * (1 - ratio)) tokens (spread by AdaKV when adaptive); those become the head budgets,
+  /// and every later token goes through the method's own decode-time policy.
+  void compress_first_context(std::unique_ptr<OneShotScorer> scorer, double ratio, bool adaptive,
+                              double safeguard);
   /// Read access to one head's state (tests, diagnostics).
   const HeadState& head_state(int64_t b, int64_t h) const {
     return heads_[static_cast<size_t>(b * kv_heads() + h)];
@@ -115,7 +131,19 @@ class EvictionCache : public KVCache {
     return argmin_evictable(st, protect_from,
                             [&](int64_t i) { return st.score[static_cast<size_t>(i)]; });
   }
-  bool over_budget(const HeadState& st) const { return budget_ > 0 && st.n > budget_; }
+  /// True while the head holds more than its budget: the cache's, or under head-adaptive budgets
+  /// (option heads=adaptive) the head's share of the layer's H * budget.
+  bool over_budget(const HeadState& st) const {
+    const int64_t b = adaptive_ && st.budget > 0 ? st.budget : budget_;
+    return b > 0 && st.n > b;
+  }
+  /// Evicts the lowest-scored evictable slot (argmin_score(st, protect_from)) until the head is
+  /// within its budget or nothing is evictable.
+  void evict_lowest(HeadState& st, int64_t protect_from);
+  /// The value head-adaptive budgets rank a slot by (higher = kept): st.score by default.
+  virtual double retention(const HeadState& st, int64_t slot) const {
+    return st.score[static_cast<size_t>(slot)];
+  }
   /// Index b * H + h of a head's state, for methods that keep extra per-head state.
   size_t head_index(const HeadState& st) const { return st.index; }
   /// Bytes of per-token and per-head state the method keeps beyond HeadState (score buffers,
@@ -126,8 +154,25 @@ class EvictionCache : public KVCache {
   virtual bool keeps_scores() const { return true; }
 
  private:
+  // AdaKV between updates: each head's budget for the next token, from the layer's scores.
+  void redistribute(int64_t b);
+  // The first multi-token update under compress_first_context().
+  void compress_context(const Tensor& keys, const Tensor& values, const Tensor* queries);
+
   int64_t budget_;
   int64_t n_sink_;
+  bool adaptive_ = false;
+  double safeguard_ = 0.2;
+  std::unique_ptr<OneShotScorer> one_shot_;  // until the context is compressed
+  double one_shot_ratio_ = 0;
+  bool one_shot_adaptive_ = false;
+  double one_shot_safeguard_ = 0.2;
+  struct RankEntry {
+    double r;
+    int64_t pos, head;
+  };
+  std::vector<RankEntry> rank_;              // scratch of redistribute()
+  std::vector<int64_t> rank_order_;          // scratch of redistribute()
   bool pre_rope_ = false, quant_q_ = false;  // what the codec asks of attention
   int64_t q_block_ = 32;
   std::vector<HeadState> heads_;

@@ -212,8 +212,7 @@ class EACache final : public eviction::EvictionCache {
         [&](int64_t j) { return vbuf_.data() + j * D; },
         [&](int64_t j) { return st.kv.position(j); }, sc_.data());
     std::copy(sc_.begin(), sc_.end(), st.score.begin());
-    const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (victim >= 0) remove_slot(st, victim);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -247,6 +246,7 @@ MethodInfo expected_attention_method_info() {
       opt_bool("covariance", true, "include the queries' covariance term"),
       opt_bool("vnorm", true, "multiply the expected attention by ||v||"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<EACache>(c, ctx);

@@ -37,8 +37,7 @@ class H2OCache final : public eviction::EvictionCache {
       append(st, k, v, pos, 0.0);  // a newcomer starts accumulating at the next step
     }
     if (over_budget(st)) {
-      const int64_t slot = argmin_score(st, pos + 1 - recent_);
-      if (slot >= 0) remove_slot(st, slot);
+      evict_lowest(st, pos + 1 - recent_);
     }
   }
 
@@ -93,6 +92,7 @@ MethodInfo h2o_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "attention source: true queries when supplied, or the key-as-query proxy"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) {
     eviction::check_sinks_below_budget(c);
     VQ_CHECK(c.get_int("n_sink") + c.get_int("recent") < c.get_int("budget"), InvalidArgument,

@@ -13,12 +13,16 @@
 // "frozen Gumbel noise"), which keeps evictions reproducible and independent of chunking.
 #include "eviction/keyformer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "core/options.hpp"
 #include "core/rng.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq {
@@ -68,8 +72,7 @@ class KeyformerCache final : public eviction::EvictionCache {
       append(st, k, v, pos, 0.0, z);
     }
     if (over_budget(st)) {
-      const int64_t slot = argmin_score(st, pos + 1 - recent_);
-      if (slot >= 0) remove_slot(st, slot);
+      evict_lowest(st, pos + 1 - recent_);
     }
   }
 
@@ -100,6 +103,61 @@ class KeyformerCache final : public eviction::EvictionCache {
   }
 };
 
+// One shot (kvpress has no Keyformer press): the decode rule's accumulation run over the prefilled
+// context. Token j collects, from every context query i >= j (the causal prefill attention, the
+// token's own query included), its Gumbel-softmax weight, mean over the KV head's query group:
+//   score_j = sum_{i >= j} mean_g softmax_{l <= i}((q_{i,g} . k_l / sqrt(D) + z_l) / tau)_j
+// not divided by the S - j queries that saw j (the decode sum is not; h2o's one-shot, after
+// kvpress's ObservedAttention, is). z_l is the decode cache's frozen noise for the same seed and
+// position, so both protocols perturb a token alike. The sinks and the last `recent` context
+// tokens get +inf, as the decode rule never evicts them.
+class KeyformerScorer final : public OneShotScorer {
+ public:
+  explicit KeyformerScorer(const CacheConfig& c)
+      : n_sink_(c.get_int("n_sink")),
+        recent_(c.get_int("recent")),
+        inv_tau_(1.0 / c.get_float("temperature")),
+        use_queries_(c.get_string("query") == "true") {}
+
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S, D = in.D, G = in.probes(use_queries_);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    std::vector<double> z(static_cast<size_t>(S)), p(static_cast<size_t>(S));
+    for (int64_t l = 0; l < S; ++l)
+      z[static_cast<size_t>(l)] = eviction::keyformer_gumbel(in.seed, in.pos0 + l);
+    for (int64_t h = 0; h < in.H; ++h) {
+      double* o = out + h * S;
+      std::fill(o, o + S, 0.0);
+      for (int64_t g = 0; g < G; ++g)
+        for (int64_t i = 0; i < S; ++i) {
+          const float* q = in.probe(use_queries_, h, g, i);
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t l = 0; l <= i; ++l) {
+            const float* k = in.key(h, l);
+            double d = 0;
+            for (int64_t t = 0; t < D; ++t) d += static_cast<double>(k[t]) * q[t];
+            double& x = p[static_cast<size_t>(l)];
+            x = (d * scale + z[static_cast<size_t>(l)]) * inv_tau_;
+            mx = std::max(mx, x);
+          }
+          double sum = 0;
+          for (int64_t l = 0; l <= i; ++l)
+            sum += (p[static_cast<size_t>(l)] = std::exp(p[static_cast<size_t>(l)] - mx));
+          for (int64_t l = 0; l <= i; ++l)
+            o[l] += p[static_cast<size_t>(l)] / (sum * static_cast<double>(G));
+        }
+      for (int64_t s = 0; s < S; ++s)
+        if (in.pos0 + s < n_sink_ || s >= S - recent_)
+          o[s] = std::numeric_limits<double>::infinity();
+    }
+  }
+
+ private:
+  int64_t n_sink_, recent_;
+  double inv_tau_;
+  bool use_queries_;
+};
+
 }  // namespace
 
 MethodInfo keyformer_method_info() {
@@ -116,6 +174,7 @@ MethodInfo keyformer_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "attention source: true queries when supplied, or the key-as-query proxy"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) {
     eviction::check_sinks_below_budget(c);
     VQ_CHECK(c.get_int("n_sink") + c.get_int("recent") < c.get_int("budget"), InvalidArgument,
@@ -124,6 +183,9 @@ MethodInfo keyformer_method_info() {
   };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<KeyformerCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<KeyformerScorer>(c);
   };
   return m;
 }

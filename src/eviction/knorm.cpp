@@ -26,8 +26,7 @@ class KNormCache final : public eviction::EvictionCache {
     const Eigen::Map<const Eigen::VectorXf> kv(k, head_dim());
     append(st, k, v, pos, -kv.cast<double>().squaredNorm());
     if (over_budget(st)) {
-      const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-      if (slot >= 0) remove_slot(st, slot);
+      evict_lowest(st, std::numeric_limits<int64_t>::max());
     }
   }
 };
@@ -55,6 +54,7 @@ MethodInfo knorm_method_info() {
       eviction::budget_option(),
       eviction::n_sink_option(),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<KNormCache>(c, ctx);

@@ -21,10 +21,13 @@
 // budget is exceeded.
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "core/options.hpp"
 #include "eviction/attention_window.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
+#include "veloxquant/registry.hpp"
 
 namespace vq {
 namespace {
@@ -65,8 +68,7 @@ class KVzipCache final : public eviction::ChunkScoringCache {
     if (!over_budget(st)) return;
     eviction::step_attention(keys(st), st.n, k, q, use_queries_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
-    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (slot >= 0) remove_slot(st, slot);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -113,6 +115,43 @@ class KVzipCache final : public eviction::ChunkScoringCache {
   eviction::AttnScratch scratch_;
 };
 
+// One shot (kvpress's KVzipPress scores a real repeat pass of the model; see docs/methods.md):
+//   probe=repeat  the decode rule over the whole context: every context key, replayed as the
+//                 repeated context, attends to every context token (no causal mask) and a token
+//                 scores the largest weight any probe puts on it:
+//                   score_j = max_{i < S} softmax_{l < S}(k_i . k_l / sqrt(D))_j
+//                 The sinks get +inf (kvpress gives them 1, the largest possible weight).
+//   probe=latest  tova's one-shot scorer, so that "probe=latest is tova" holds in both
+//                 protocols (kvpress's TOVAPress: the last query, mean over the layer's heads).
+class KVzipScorer final : public OneShotScorer {
+ public:
+  explicit KVzipScorer(const CacheConfig& c) : n_sink_(c.get_int("n_sink")) {}
+
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S;
+    std::vector<double> row(static_cast<size_t>(S));
+    for (int64_t h = 0; h < in.H; ++h) {
+      double* o = out + h * S;
+      std::fill(o, o + S, 0.0);
+      for (int64_t i = 0; i < S; ++i) {  // up to S - 1: every probe sees every token
+        eviction::causal_attention(in.key(h, 0), S, in.D, in.key(h, i), S - 1, row.data());
+        for (int64_t l = 0; l < S; ++l) o[l] = std::max(o[l], row[static_cast<size_t>(l)]);
+      }
+      for (int64_t s = 0; s < S && in.pos0 + s < n_sink_; ++s)
+        o[s] = std::numeric_limits<double>::infinity();
+    }
+  }
+
+ private:
+  int64_t n_sink_;
+};
+
+std::unique_ptr<OneShotScorer> make_kvzip_scorer(const CacheConfig& c) {
+  if (c.get_string("probe") == "repeat") return std::make_unique<KVzipScorer>(c);
+  const CacheConfig tova = CacheConfig::parse("tova:query=" + c.get_string("query"));
+  return find_method("tova").make_scorer(tova);
+}
+
 }  // namespace
 
 MethodInfo kvzip_method_info() {
@@ -129,10 +168,12 @@ MethodInfo kvzip_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "probe=latest attention source: true queries when supplied, or the key proxy"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<KVzipCache>(c, ctx);
   };
+  m.make_scorer = make_kvzip_scorer;
   return m;
 }
 

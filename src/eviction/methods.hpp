@@ -15,6 +15,18 @@ inline OptionSpec n_sink_option() {
   return opt_int("n_sink", 4, 0, kMaxBudget, "leading positions that are never evicted");
 }
 
+/// Head-adaptive budgets (AdaKV) for a method whose evictions follow per-token scores: with
+/// heads=adaptive the layer holds H * budget tokens and, after every update, the heads' budgets
+/// for the next token are set so that the layer's lowest-scored tokens leave (each head keeps
+/// at least its safeguard * budget best).
+inline void add_head_budget_options(std::vector<OptionSpec>& options) {
+  options.push_back(opt_choice("heads", "uniform", {"uniform", "adaptive"},
+                               "per-head budgets: the same for every head, or spread over the "
+                               "layer's heads by score (AdaKV)"));
+  options.push_back(opt_float("safeguard", "0.2", 0.0, 1.0,
+                              "heads=adaptive: fraction of the per-head budget each head keeps"));
+}
+
 /// Rejects n_sink >= budget (with n_sink > 0): the sinks alone would fill the cache.
 inline void check_sinks_below_budget(const CacheConfig& c) {
   const int64_t budget = c.get_int("budget");

@@ -16,6 +16,7 @@
 #include "core/options.hpp"
 #include "eviction/attention_window.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 
 namespace vq {
 namespace {
@@ -43,8 +44,7 @@ class MorphKVCache final : public eviction::EvictionCache {
     if (!over_budget(st)) return;
     eviction::window_attention(keys(st), st.n, st.kv.positions(), ring, fusion_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
-    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (slot >= 0) remove_slot(st, slot);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -58,6 +58,48 @@ class MorphKVCache final : public eviction::EvictionCache {
     for (const auto& r : rings_) b += r.bytes();
     return b;
   }
+};
+
+// One shot (kvpress has no MorphKV press): the decode rule applied once, with the whole context
+// held. The probes are the last w = min(window, S) context positions t; each attends causally
+// over tokens 0..t (mean over its G query heads, or its key as proxy), and the maps are fused:
+//   score_j = fuse_{t in [S - w, S)} mean_g softmax_{l <= t}(k_l . q_{t,g} / sqrt(D))_j
+// (a probe puts 0 on the tokens after it). The sinks get +inf; the window's own tokens are not
+// protected, they compete with the scores the window gives them, as at decode.
+class MorphKVScorer final : public OneShotScorer {
+ public:
+  explicit MorphKVScorer(const CacheConfig& c)
+      : window_(c.get_int("window")),
+        n_sink_(c.get_int("n_sink")),
+        max_(c.get_string("fusion") == "max"),
+        use_queries_(c.get_string("query") == "true") {}
+
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S, G = in.probes(use_queries_);
+    std::vector<double> a(static_cast<size_t>(S)), m(static_cast<size_t>(S));
+    for (int64_t h = 0; h < in.H; ++h) {
+      double* o = out + h * S;
+      std::fill(o, o + S, 0.0);
+      for (int64_t t = std::max<int64_t>(0, S - window_); t < S; ++t) {
+        std::fill(m.begin(), m.end(), 0.0);
+        for (int64_t g = 0; g < G; ++g) {
+          eviction::causal_attention(in.key(h, 0), S, in.D, in.probe(use_queries_, h, g, t), t,
+                                     a.data());
+          for (int64_t j = 0; j <= t; ++j)
+            m[static_cast<size_t>(j)] += a[static_cast<size_t>(j)] / static_cast<double>(G);
+        }
+        for (int64_t j = 0; j < S; ++j)
+          o[j] =
+              max_ ? std::max(o[j], m[static_cast<size_t>(j)]) : o[j] + m[static_cast<size_t>(j)];
+      }
+      for (int64_t s = 0; s < S && in.pos0 + s < n_sink_; ++s)
+        o[s] = std::numeric_limits<double>::infinity();
+    }
+  }
+
+ private:
+  int64_t window_, n_sink_;
+  bool max_, use_queries_;
 };
 
 }  // namespace
@@ -77,9 +119,13 @@ MethodInfo morphkv_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "probe vectors: true queries when supplied, or the keys as proxies"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<MorphKVCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<MorphKVScorer>(c);
   };
   return m;
 }

@@ -16,12 +16,15 @@
 // with its long-term mean (a stationary head) trusts the stable memory; a drifting head trusts
 // the episodic one. A surprising key (far from the recent mean) routes the decision toward what
 // it attends to itself. Scores are not accumulated. Only keys are used: values never matter.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/methods.hpp"
+#include "eviction/one_shot.hpp"
 
 namespace vq {
 namespace {
@@ -76,8 +79,7 @@ class NestedKVCache final : public eviction::EvictionCache {
       ns.rho_fixed = true;
     }
     score(st, ns, kf, gate);
-    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (slot >= 0) remove_slot(st, slot);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -126,6 +128,69 @@ class NestedKVCache final : public eviction::EvictionCache {
   }
 };
 
+// One shot (no kvpress press; spec curdkv.txt names none): the decode rule at the moment the
+// context ends, with the whole context held. Per head the recurrences run over the S context keys
+// in order (stable mean s, episodic mean e, the last key's surprise gate g against the e and
+// sigma2 before it); rho = max(0, cos(s, e)) is measured there, which is where the decode rule
+// measures it when the prompt's end is the first overflow. Then, over every context token,
+//   score_j = (1 - g) * (rho * p_s + (1 - rho) * p_e)_j + g * p_k_j,   k = the last context key
+// (p_x = softmax_j(k_j . x / sqrt(D))); the sinks get +inf. Values and queries are not used.
+class NestedKVScorer final : public OneShotScorer {
+ public:
+  explicit NestedKVScorer(const CacheConfig& c)
+      : beta_(c.get_float("episodic_rate")), n_sink_(c.get_int("n_sink")) {}
+
+  void score(const OneShotInput& in, double* out) const override {
+    const int64_t S = in.S, D = in.D;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+    std::vector<double> p(static_cast<size_t>(3 * S));
+    for (int64_t h = 0; h < in.H; ++h) {
+      double* o = out + h * S;
+      if (S == 0) continue;
+      auto key = [&](int64_t s) -> Eigen::VectorXd {
+        return Eigen::Map<const Eigen::VectorXf>(in.key(h, s), D).cast<double>();
+      };
+      Eigen::VectorXd st = key(0), ep = st;
+      double sigma2 = 0, gate = 0;
+      for (int64_t t = 1; t < S; ++t) {
+        const Eigen::VectorXd k = key(t);
+        const double d2 = (k - ep).squaredNorm();
+        const double typical = t == 1 ? d2 : sigma2;
+        gate = d2 + typical > 0 ? d2 / (d2 + typical) : 0.0;
+        sigma2 += (d2 - sigma2) / static_cast<double>(t);
+        st += (k - st) / static_cast<double>(t + 1);
+        ep = (1.0 - beta_) * ep + beta_ * k;
+      }
+      const double norms = st.norm() * ep.norm();
+      const double rho = norms > 0 ? std::max(0.0, st.dot(ep) / norms) : 1.0;
+      const Eigen::VectorXd last = key(S - 1);
+      const Eigen::VectorXd* probe[3] = {&st, &ep, &last};
+      for (int x = 0; x < 3; ++x) {
+        double* px = p.data() + x * S;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < S; ++j) {
+          px[j] = Eigen::Map<const Eigen::VectorXf>(in.key(h, j), D).cast<double>().dot(*probe[x]) *
+                  scale;
+          mx = std::max(mx, px[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < S; ++j) sum += (px[j] = std::exp(px[j] - mx));
+        for (int64_t j = 0; j < S; ++j) px[j] /= sum;
+      }
+      for (int64_t j = 0; j < S; ++j)
+        o[j] = in.pos0 + j < n_sink_
+                   ? std::numeric_limits<double>::infinity()
+                   : (1.0 - gate) * (rho * p[static_cast<size_t>(j)] +
+                                     (1.0 - rho) * p[static_cast<size_t>(S + j)]) +
+                         gate * p[static_cast<size_t>(2 * S + j)];
+    }
+  }
+
+ private:
+  double beta_;
+  int64_t n_sink_;
+};
+
 }  // namespace
 
 MethodInfo nestedkv_method_info() {
@@ -140,9 +205,13 @@ MethodInfo nestedkv_method_info() {
       opt_float("episodic_rate", "0.1", 1e-6, 1.0,
                 "beta: weight of each new key in the episodic (recent) mean; memory ~ 1/beta keys"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<NestedKVCache>(c, ctx);
+  };
+  m.make_scorer = [](const CacheConfig& c) -> std::unique_ptr<OneShotScorer> {
+    return std::make_unique<NestedKVScorer>(c);
   };
   return m;
 }

@@ -99,7 +99,7 @@ void causal_attention(const float* K, int64_t S, int64_t D, const float* q, int6
 }
 
 std::string OneShotSpec::to_string() const {
-  if (!adaptive) return method.to_string();
+  if (!adaptive || by_option) return method.to_string();
   std::string a = "adakv";
   if (alpha != 0.2) a += detail::cat(":alpha=", alpha);
   return a + "/" + method.to_string();
@@ -151,7 +151,71 @@ OneShotSpec parse_one_shot(const std::string& spec) {
   VQ_CHECK(static_cast<bool>(m.make_scorer), InvalidArgument, "method '", m.id,
            "' has no one-shot scoring (the prefill protocol and --compress-ratio need one; "
            "see docs/methods.md for the methods that have it)");
+  // The method's own option heads=adaptive asks for the same head budgets as the prefix.
+  if (!out.adaptive && find_option(m, "heads") != nullptr &&
+      out.method.get_string("heads") == "adaptive") {
+    out.adaptive = true;
+    out.alpha = out.method.get_float("safeguard");
+    out.by_option = true;
+  }
   return out;
+}
+
+namespace {
+
+// RoPE on adjacent pairs, theta 10000 (the engine's rotation): row r is token r % S.
+void rope_rows(float* x, int64_t rows, int64_t S, int64_t D, int64_t pos0) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const double p = static_cast<double>(pos0 + r % S);
+    float* v = x + r * D;
+    for (int64_t i = 0; i < D / 2; ++i) {
+      const double a =
+          p * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(D));
+      const auto c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
+      const float v0 = v[2 * i], v1 = v[2 * i + 1];
+      v[2 * i] = v0 * c - v1 * s;
+      v[2 * i + 1] = v0 * s + v1 * c;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> choose_one_shot(const OneShotScorer& scorer, double ratio,
+                                                  bool adaptive, double alpha, const Tensor& keys,
+                                                  const Tensor& values, const Tensor* queries,
+                                                  int64_t pos0, int64_t layer, uint64_t seed,
+                                                  bool pre_rope) {
+  const int64_t B = keys.B(), H = keys.H(), S = keys.S(), D = keys.D();
+  std::vector<std::vector<int64_t>> keep(static_cast<size_t>(B * H));
+  std::vector<double> scores(static_cast<size_t>(H * S));
+  const int64_t n_keep = one_shot_keep(S, ratio);
+  std::vector<float> rotated;
+  for (int64_t b = 0; b < B; ++b) {
+    OneShotInput in;
+    in.H = H;
+    in.S = S;
+    in.D = D;
+    in.K = keys.head(b, 0);
+    in.V = values.head(b, 0);
+    in.pos0 = pos0;
+    in.layer = layer;
+    in.seed = seed;
+    if (queries) {
+      in.Hq = queries->H();
+      in.Q = queries->head(b, 0);
+    }
+    if (pre_rope) {  // the codec stores un-rotated keys; scorers see rotated ones
+      rotated.assign(in.K, in.K + H * S * D);
+      rope_rows(rotated.data(), H * S, S, D, in.pos0);
+      in.K = rotated.data();
+    }
+    scorer.score(in, scores.data());
+    auto k = adaptive ? keep_top_adaptive(scores.data(), H, S, n_keep, alpha)
+                      : keep_top(scores.data(), H, S, n_keep);
+    for (int64_t h = 0; h < H; ++h) keep[static_cast<size_t>(b * H + h)] = std::move(k[h]);
+  }
+  return keep;
 }
 
 namespace {
@@ -170,7 +234,8 @@ class OneShotCache final : public EvictionCache {
  protected:
   void do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) override {
     if (!compressed_ && keys.S() > 1) {
-      choose(keys, values, queries);
+      keep_ = choose_one_shot(*scorer_, ratio_, adaptive_, alpha_, keys, values, queries, offset(),
+                              context().layer, context().seed, wants_pre_rope_keys());
       compressed_ = true;
     }
     EvictionCache::do_update(keys, values, queries);
@@ -190,54 +255,6 @@ class OneShotCache final : public EvictionCache {
   bool keeps_scores() const override { return false; }
 
  private:
-  // Scores the context of every batch item and fills keep_[b * H + h].
-  void choose(const Tensor& keys, const Tensor& values, const Tensor* queries) {
-    const int64_t B = keys.B(), H = keys.H(), S = keys.S(), D = keys.D();
-    keep_.assign(static_cast<size_t>(B * H), {});
-    std::vector<double> scores(static_cast<size_t>(H * S));
-    const int64_t n_keep = one_shot_keep(S, ratio_);
-    std::vector<float> rotated;
-    for (int64_t b = 0; b < B; ++b) {
-      OneShotInput in;
-      in.H = H;
-      in.S = S;
-      in.D = D;
-      in.K = keys.head(b, 0);
-      in.V = values.head(b, 0);
-      in.pos0 = offset();
-      in.layer = context().layer;
-      if (queries) {
-        in.Hq = queries->H();
-        in.Q = queries->head(b, 0);
-      }
-      if (wants_pre_rope_keys()) {  // the codec stores un-rotated keys; scorers see rotated ones
-        rotated.assign(in.K, in.K + H * S * D);
-        rope_rows(rotated.data(), H * S, S, D, in.pos0);
-        in.K = rotated.data();
-      }
-      scorer_->score(in, scores.data());
-      auto k = adaptive_ ? keep_top_adaptive(scores.data(), H, S, n_keep, alpha_)
-                         : keep_top(scores.data(), H, S, n_keep);
-      for (int64_t h = 0; h < H; ++h) keep_[static_cast<size_t>(b * H + h)] = std::move(k[h]);
-    }
-  }
-
-  // RoPE on adjacent pairs, theta 10000 (the engine's rotation): row r is token r % S.
-  static void rope_rows(float* x, int64_t rows, int64_t S, int64_t D, int64_t pos0) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const double p = static_cast<double>(pos0 + r % S);
-      float* v = x + r * D;
-      for (int64_t i = 0; i < D / 2; ++i) {
-        const double a =
-            p * std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-        const auto c = static_cast<float>(std::cos(a)), s = static_cast<float>(std::sin(a));
-        const float v0 = v[2 * i], v1 = v[2 * i + 1];
-        v[2 * i] = v0 * c - v1 * s;
-        v[2 * i + 1] = v0 * s + v1 * c;
-      }
-    }
-  }
-
   int64_t policy_bytes() const override {
     int64_t b = buffer_bytes(keep_);
     for (const auto& k : keep_) b += buffer_bytes(k);
@@ -256,12 +273,19 @@ class OneShotCache final : public EvictionCache {
 
 std::unique_ptr<KVCache> make_one_shot_cache(const OneShotSpec& spec, double ratio,
                                              int64_t head_dim, int64_t layer, int64_t n_layers,
-                                             uint64_t seed) {
+                                             uint64_t seed, bool keep_policy) {
   VQ_CHECK(layer >= 0 && layer < n_layers, InvalidArgument, "make_one_shot_cache: layer = ", layer,
            " is outside [0, n_layers = ", n_layers, ")");
   CacheContext ctx{head_dim, layer, n_layers, seed, {}};
   if (spec.method.codec() != nullptr) ctx.codec = *spec.method.codec();
-  return std::make_unique<OneShotCache>(spec, ratio, std::move(ctx));
+  if (!keep_policy) return std::make_unique<OneShotCache>(spec, ratio, std::move(ctx));
+  const MethodInfo& m = find_method(spec.method.method());
+  auto cache = m.make_cache(spec.method, ctx);
+  auto* ev = dynamic_cast<EvictionCache*>(cache.get());
+  VQ_CHECK(ev != nullptr, InvalidArgument, "method '", m.id,
+           "' has no decode-time eviction policy to keep on after the one-shot compression");
+  ev->compress_first_context(m.make_scorer(spec.method), ratio, spec.adaptive, spec.alpha);
+  return cache;
 }
 
 }  // namespace vq::eviction

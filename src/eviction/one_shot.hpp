@@ -32,6 +32,7 @@ struct OneShotInput {
   const float* Q = nullptr;  ///< [Hq, S, D] queries after RoPE, or nullptr
   int64_t pos0 = 0;          ///< absolute position of row 0
   int64_t layer = 0;
+  uint64_t seed = 0;  ///< the cache's seed (CacheContext::seed), as its decode-time cache gets it
   const float* key(int64_t h, int64_t s) const { return K + (h * S + s) * D; }
   const float* value(int64_t h, int64_t s) const { return V + (h * S + s) * D; }
   const float* query(int64_t hq, int64_t s) const { return Q + (hq * S + s) * D; }
@@ -77,16 +78,28 @@ std::vector<std::vector<int64_t>> keep_top_adaptive(const double* scores, int64_
 void causal_attention(const float* K, int64_t S, int64_t D, const float* q, int64_t upto,
                       double* out);
 
+/// One-shot compression of a prefilled context: per (batch b, head h) at index b * H + h, the
+/// ascending context rows kept (scores from `scorer`, then keep_top or, when adaptive,
+/// keep_top_adaptive with `alpha`). seed: the layer's cache seed (keyformer's noise). pre_rope: the
+/// keys are un-rotated (rotated for the scorer).
+std::vector<std::vector<int64_t>> choose_one_shot(const OneShotScorer& scorer, double ratio,
+                                                  bool adaptive, double alpha, const Tensor& keys,
+                                                  const Tensor& values, const Tensor* queries,
+                                                  int64_t pos0, int64_t layer, uint64_t seed,
+                                                  bool pre_rope);
+
 /// The seed curdkv's one-shot scorer (curdkv_one_shot.cpp).
 std::unique_ptr<OneShotScorer> make_curdkv_scorer(const CacheConfig& c);
 
 /// A one-shot spec: an eviction method (optionally composed with a codec) and the head budget
 /// rule. Syntax: "<spec>" or "adakv/<spec>" or "adakv:alpha=A/<spec>" (alpha in [0, 1],
-/// default 0.2 as kvpress).
+/// default 0.2 as kvpress); for methods with the option, "<method>:heads=adaptive,safeguard=A"
+/// is the same rule (and also works in the decode protocol).
 struct OneShotSpec {
   CacheConfig method;
   bool adaptive = false;
   double alpha = 0.2;
+  bool by_option = false;  ///< adaptive through the method's heads=adaptive (no prefix)
   std::string to_string() const;
 };
 /// Parses a one-shot spec and checks that the method is an eviction method with one-shot scoring
@@ -94,10 +107,14 @@ struct OneShotSpec {
 OneShotSpec parse_one_shot(const std::string& spec);
 
 /// The cache of one layer for the prefill protocol: its first update with more than one token is
-/// the context, compressed once at `ratio` by the method's scorer; every later token is appended
-/// (no further eviction). Kept rows go through the method's store (fp16, or its codec).
+/// the context, compressed once at `ratio` by the method's scorer. Then, by default, every later
+/// token is appended (no further eviction); with keep_policy the method's own decode-time cache
+/// continues from the compressed context, holding each head to its compressed size (the spec's
+/// budget is replaced by it; with adakv the layer's total, spread by scores). Kept rows go
+/// through the method's store (fp16, or its codec).
 std::unique_ptr<KVCache> make_one_shot_cache(const OneShotSpec& spec, double ratio,
                                              int64_t head_dim, int64_t layer = 0,
-                                             int64_t n_layers = 1, uint64_t seed = 0);
+                                             int64_t n_layers = 1, uint64_t seed = 0,
+                                             bool keep_policy = false);
 
 }  // namespace vq::eviction

@@ -45,8 +45,7 @@ class QFiltersCache final : public eviction::EvictionCache {
       append(st, k, V + s * D, pos0 + s, fixed_[idx] ? project(idx, k) : 0.0);
       if (!over_budget(st)) continue;
       if (!fixed_[idx]) fix_filter(st, idx, nullptr, 0);
-      const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-      if (slot >= 0) remove_slot(st, slot);
+      evict_lowest(st, std::numeric_limits<int64_t>::max());
     }
   }
 
@@ -136,6 +135,7 @@ MethodInfo qfilters_method_info() {
       eviction::budget_option(),
       eviction::n_sink_option(),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<QFiltersCache>(c, ctx);

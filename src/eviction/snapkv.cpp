@@ -69,8 +69,7 @@ class SnapKVCache final : public eviction::ChunkScoringCache {
         prefill(st, ring, nullptr, nullptr, 0, pos + 1);
         prefilled_[idx] = 1;
       } else {
-        const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-        if (slot >= 0) remove_slot(st, slot);
+        evict_lowest(st, std::numeric_limits<int64_t>::max());
       }
     }
   }
@@ -210,6 +209,7 @@ MethodInfo snapkv_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "window probes: true queries when supplied, or the keys as proxies"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) {
     eviction::check_sinks_below_budget(c);
     VQ_CHECK(c.get_int("kernel") % 2 == 1, InvalidArgument, c.method(),

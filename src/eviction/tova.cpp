@@ -30,8 +30,7 @@ class TovaCache final : public eviction::EvictionCache {
     if (!over_budget(st)) return;  // scores only matter when someone must leave
     eviction::step_attention(keys(st), st.n, k, q, use_queries_, scratch_);
     std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
-    const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
-    if (slot >= 0) remove_slot(st, slot);
+    evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
@@ -81,6 +80,7 @@ MethodInfo tova_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "attention source: true queries when supplied, or the key-as-query proxy"),
   };
+  eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
   m.make_cache = [](const CacheConfig& c, const CacheContext& ctx) -> std::unique_ptr<KVCache> {
     return std::make_unique<TovaCache>(c, ctx);

@@ -157,6 +157,41 @@ TEST(CApiModel, EvaluateMatchesRunFidelity) {
   EXPECT_GT(q8.bytes_per_token, 0.0);
 }
 
+// vq_set_threads: refused outside [1, 1024] with the value in the message; any count in range
+// gives the same evaluation, bit for bit.
+TEST(CApiModel, ThreadCountChangesNoResult) {
+  int before = 0;
+  ASSERT_EQ(vq_get_threads(&before), VQ_OK);
+  EXPECT_GE(before, 1);
+  EXPECT_EQ(vq_set_threads(0), VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vq_last_error()).find('0'), std::string::npos) << vq_last_error();
+  EXPECT_EQ(vq_set_threads(5000), VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(vq_last_error()).find("5000"), std::string::npos) << vq_last_error();
+  EXPECT_EQ(vq_get_threads(nullptr), VQ_ERR_INVALID_ARGUMENT);
+
+  VQ_REQUIRE_MODEL_FILE(bin, "stories260K.bin");
+  ModelHandle h;
+  ASSERT_EQ(vq_model_open(bin.c_str(), nullptr, &h.m), VQ_OK) << vq_last_error();
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 11) % 500 + 3));
+  vq_eval_result r[2]{};
+  for (int t = 0; t < 2; ++t) {
+    ASSERT_EQ(vq_set_threads(t == 0 ? 1 : 3), VQ_OK) << vq_last_error();
+    int now = 0;
+    ASSERT_EQ(vq_get_threads(&now), VQ_OK);
+    EXPECT_EQ(now, t == 0 ? 1 : 3);
+    ASSERT_EQ(vq_model_evaluate(h.m, ids.data(), static_cast<int64_t>(ids.size()),
+                                "h2o:budget=32,recent=8", 0, 0, 0, &r[t]),
+              VQ_OK)
+        << vq_last_error();
+  }
+  ASSERT_EQ(vq_set_threads(before), VQ_OK);
+  EXPECT_EQ(r[0].kl_mean, r[1].kl_mean);
+  EXPECT_EQ(r[0].perplexity, r[1].perplexity);
+  EXPECT_EQ(r[0].top1_agreement, r[1].top1_agreement);
+  EXPECT_GT(r[0].kl_mean, 0.0);
+}
+
 TEST(CApiModel, ErrorsAreStatusCodesWithMessages) {
   vq_model* m = nullptr;
   EXPECT_EQ(vq_model_open("/nonexistent/m.gguf", nullptr, &m), VQ_ERR_IO);

@@ -9,6 +9,7 @@
 
 #include "eval/fidelity.hpp"
 #include "eviction/family_util.hpp"
+#include "eviction/keyformer.hpp"
 #include "eviction/one_shot.hpp"
 #include "model/model_test_util.hpp"
 #include "test_util.hpp"
@@ -25,7 +26,8 @@ using Kept = std::vector<std::vector<int64_t>>;
 // Scores [H, S] of a method's one-shot rule on K, V [H, S, D] (and Q [Hq, S, D] when given).
 std::vector<double> scores_of(const std::string& spec, int64_t H, int64_t S, int64_t D,
                               const std::vector<float>& K, const std::vector<float>& V,
-                              const std::vector<float>* Q = nullptr, int64_t Hq = 0) {
+                              const std::vector<float>* Q = nullptr, int64_t Hq = 0,
+                              uint64_t seed = 0) {
   const vq::CacheConfig c = vq::CacheConfig::parse(spec);
   const auto scorer = vq::find_method(c.method()).make_scorer(c);
   vq::OneShotInput in;
@@ -34,6 +36,7 @@ std::vector<double> scores_of(const std::string& spec, int64_t H, int64_t S, int
   in.D = D;
   in.K = K.data();
   in.V = V.data();
+  in.seed = seed;
   if (Q) {
     in.Q = Q->data();
     in.Hq = Hq;
@@ -247,6 +250,119 @@ TEST(OneShotScore, ExpectedAttentionRotatesTheQueryMeanToTheFuture) {
   EXPECT_EQ(u[0], u[1]);
 }
 
+TEST(OneShotScore, KeyformerSumsTheGumbelSoftmaxOfEveryLaterQuery) {
+  // S = 2, tau = 2, the decode cache's frozen noise z_l = keyformer_gumbel(seed, l).
+  // q0 sees only k0: weight 1. q1 = (sqrt 2, 0) over k0 = 0, k1 = (ln 3, 0): logits (0, ln 3),
+  // p = softmax((0 + z0) / 2, (ln 3 + z1) / 2). Scores: token 0 = 1 + p_0, token 1 = p_1 (summed,
+  // not divided by the 2 and 1 queries that saw them as h2o's one-shot does).
+  const std::vector<float> K = {0, 0, kLn3, 0}, V(4, 1.0f), Q = {0, 0, kR2, 0};
+  const double z0 = vq::eviction::keyformer_gumbel(7, 0), z1 = vq::eviction::keyformer_gumbel(7, 1);
+  const double e0 = std::exp(z0 / 2), e1 = std::exp((std::log(3.0) + z1) / 2);
+  const std::string spec = "keyformer:n_sink=0,temperature=2";
+  const auto s = scores_of(spec, 1, 2, 2, K, V, &Q, 1, 7);
+  EXPECT_NEAR(s[0], 1.0 + e0 / (e0 + e1), 1e-6);
+  EXPECT_NEAR(s[1], e1 / (e0 + e1), 1e-6);
+  // Deterministic under a seed, different across seeds; sinks and the recent window are kept.
+  EXPECT_EQ(scores_of(spec, 1, 2, 2, K, V, &Q, 1, 7), s);
+  EXPECT_NE(scores_of(spec, 1, 2, 2, K, V, &Q, 1, 8), s);
+  const auto r = scores_of("keyformer:n_sink=0,recent=1", 1, 2, 2, K, V, &Q, 1, 7);
+  EXPECT_TRUE(std::isinf(r[1]) && !std::isinf(r[0]));
+  const auto t = scores_of("keyformer:n_sink=1", 1, 2, 2, K, V, &Q, 1, 7);
+  EXPECT_TRUE(std::isinf(t[0]) && !std::isinf(t[1]));
+}
+
+TEST(OneShotScore, MorphKVFusesTheLastWindowsCausalAttention) {
+  // Probes at t = 1, 2 (window 2), q = (sqrt 2, 0); k0 = 0, k1 = (ln 3, 0), k2 = (ln 2, 0):
+  //   t = 1: (1/4, 3/4, 0); t = 2: (1/6, 3/6, 2/6).
+  // sum: (5/12, 5/4, 1/3) keeps {0, 1} of 2; max: (1/4, 3/4, 1/3) keeps {1, 2}.
+  // window 8 is clamped to the 3 positions; t = 0 adds (1, 0, 0).
+  const std::vector<float> K = {0, 0, kLn3, 0, kLn2, 0}, V(6, 1.0f);
+  const std::vector<float> Q = {0, 0, kR2, 0, kR2, 0};
+  auto near = [](const std::vector<double>& a, const std::vector<double>& b) {
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+  };
+  const auto sum = scores_of("morphkv:n_sink=0,window=2", 1, 3, 2, K, V, &Q, 1);
+  near(sum, {5.0 / 12, 5.0 / 4, 1.0 / 3});
+  EXPECT_EQ(keep_top(sum.data(), 1, 3, 2), (Kept{{0, 1}}));
+  const auto mx = scores_of("morphkv:n_sink=0,window=2,fusion=max", 1, 3, 2, K, V, &Q, 1);
+  near(mx, {1.0 / 4, 3.0 / 4, 1.0 / 3});
+  EXPECT_EQ(keep_top(mx.data(), 1, 3, 2), (Kept{{1, 2}}));
+  near(scores_of("morphkv:n_sink=0,window=8", 1, 3, 2, K, V, &Q, 1), {17.0 / 12, 5.0 / 4, 1.0 / 3});
+  const auto sk = scores_of("morphkv:n_sink=1,window=2", 1, 3, 2, K, V, &Q, 1);
+  EXPECT_TRUE(std::isinf(sk[0]));
+  EXPECT_NEAR(sk[1], 5.0 / 4, 1e-6);
+}
+
+TEST(OneShotScore, KVzipTakesTheLargestWeightOfTheReplayedKeys) {
+  // Keys k0 = 0, k1 = (c, 0), k2 = (0, c) with c^2 = sqrt(2) ln 3, D = 2, so k . k' / sqrt 2 is
+  // ln 3 for a key with itself (k1, k2) and 0 otherwise. Every key probes every token (no causal
+  // mask): probe 0 (1/3, 1/3, 1/3); probe 1 (1/5, 3/5, 1/5); probe 2 (1/5, 1/5, 3/5).
+  // max: (1/3, 3/5, 3/5). Causal, token 0 would get 1 from probe 0 and be kept first.
+  const float c = std::sqrt(kR2 * kLn3);
+  const std::vector<float> K = {0, 0, c, 0, 0, c}, V(6, 1.0f);
+  const std::vector<float> Q = {kR2, 0, 0, 0, 0, kR2};  // ignored by the repeat probe
+  const auto s = scores_of("kvzip:n_sink=0", 1, 3, 2, K, V, &Q, 1);
+  EXPECT_NEAR(s[0], 1.0 / 3, 1e-6);
+  EXPECT_NEAR(s[1], 3.0 / 5, 1e-6);
+  EXPECT_NEAR(s[2], 3.0 / 5, 1e-6);
+  EXPECT_EQ(s, scores_of("kvzip:n_sink=0", 1, 3, 2, K, V));
+  EXPECT_EQ(keep_top(s.data(), 1, 3, 2), (Kept{{1, 2}}));
+  EXPECT_TRUE(std::isinf(scores_of("kvzip:n_sink=1", 1, 3, 2, K, V)[0]));
+  // probe=latest is tova's one-shot rule, as it is tova's decode rule.
+  const auto K2 = vqtest::random_tensor(1, 2, 9, 4, 8), Q2 = vqtest::random_tensor(1, 4, 9, 4, 9);
+  const std::vector<float> k2(K2.head(0, 0), K2.head(0, 0) + 2 * 9 * 4), v2(k2.size(), 1.0f),
+      q2(Q2.head(0, 0), Q2.head(0, 0) + 4 * 9 * 4);
+  EXPECT_EQ(scores_of("kvzip:probe=latest", 2, 9, 4, k2, v2, &q2, 4),
+            scores_of("tova", 2, 9, 4, k2, v2, &q2, 4));
+  EXPECT_EQ(scores_of("kvzip:probe=latest,query=proxy", 2, 9, 4, k2, v2, &q2, 4),
+            scores_of("tova:query=proxy", 2, 9, 4, k2, v2, &q2, 4));
+}
+
+TEST(OneShotScore, NestedKVBlendsTheThreeSignalsAtTheContextsEnd) {
+  // beta 1/2, keys k0 = (2, 0), k1 = (0, 2), k2 = (4, 0):
+  //   t = 1: d2 = 8 (gate 1/2, unused), sigma2 = 8, s = e = (1, 1);
+  //   t = 2: d2 = |(4, 0) - (1, 1)|^2 = 10, gate g = 10 / (10 + 8) = 5/9;
+  //          s = (1, 1) + ((3, -1)) / 3 = (2, 2/3), e = (5/2, 1/2);
+  //          rho = cos(s, e) = (16/3) / (sqrt(40/9) sqrt(13/2)) = 8 / sqrt(65).
+  // Logits k_j . x / sqrt 2: s (4, 4/3, 8), e (5, 1, 10), k2 (8, 0, 16), each over sqrt 2.
+  const std::vector<float> K = {2, 0, 0, 2, 4, 0}, V(6, 1.0f);
+  auto softmax = [](std::vector<double> x) {
+    double z = 0;
+    for (double& v : x) z += (v = std::exp(v / std::sqrt(2.0)));
+    for (double& v : x) v /= z;
+    return x;
+  };
+  const auto ps = softmax({4, 4.0 / 3, 8}), pe = softmax({5, 1, 10}), pk = softmax({8, 0, 16});
+  const double g = 5.0 / 9, rho = 8.0 / std::sqrt(65.0);
+  const auto s = scores_of("nestedkv:n_sink=0,episodic_rate=0.5", 1, 3, 2, K, V);
+  for (size_t j = 0; j < 3; ++j)
+    EXPECT_NEAR(s[j], (1 - g) * (rho * ps[j] + (1 - rho) * pe[j]) + g * pk[j], 1e-6) << j;
+  EXPECT_EQ(keep_top(s.data(), 1, 3, 1), (Kept{{2}}));
+  EXPECT_TRUE(std::isinf(scores_of("nestedkv:n_sink=1,episodic_rate=0.5", 1, 3, 2, K, V)[0]));
+}
+
+TEST(OneShotScore, WindowedRulesMatchTheirDecodeCachesFirstEviction) {
+  // With budget S - 1 and the context fed token by token, a decode cache first overflows at the
+  // last token with the whole context held: morphkv, kvzip and nestedkv then score exactly what
+  // their one-shot scorer scores, so the token they evict is the one the keeper drops.
+  const int64_t H = 2, S = 14, D = 4;
+  const auto K = vqtest::random_tensor(1, H, S, D, 21), V = vqtest::random_tensor(1, H, S, D, 22);
+  const auto Q = vqtest::random_tensor(1, 2 * H, S, D, 23);
+  const std::vector<float> k(K.head(0, 0), K.head(0, 0) + H * S * D), v(k.size(), 1.0f),
+      q(Q.head(0, 0), Q.head(0, 0) + 2 * H * S * D);
+  for (const std::string opts :
+       {"morphkv:window=5", "morphkv:window=3,fusion=max,query=proxy", "kvzip", "nestedkv"}) {
+    const std::string spec = opts + (opts.find(':') == std::string::npos ? ":" : ",") +
+                             "n_sink=2,budget=" + std::to_string(S - 1);
+    auto cache = vq::make_cache(spec, D);
+    famtest::feed(*cache, K, V, &Q, {1});
+    const auto s = scores_of(spec, H, S, D, k, v, &q, 2 * H);
+    const Kept want = keep_top(s.data(), H, S, S - 1);
+    for (int64_t h = 0; h < H; ++h) EXPECT_EQ(famtest::kept(*cache, 0, h), want[h]) << spec;
+  }
+}
+
 // ---- the cache -----------------------------------------------------------------------------
 
 std::vector<std::string> scored_ids() {
@@ -305,8 +421,16 @@ TEST(OneShotCache, ComposedSpecStoresCodesAndAdaKVKeepsTheLayerTotal) {
   for (int64_t h = 1; h < H; ++h) EXPECT_GE(ada->kept(0, h), 32 / 5);  // int(32 * 0.2) secured
 }
 
+TEST(OneShotCache, EveryEvictionMethodButFullHasOneShotScoring) {
+  // `full` keeps every token: it has nothing to rank (docs/methods.md).
+  for (const auto& m : vq::methods()) {
+    if (m.family != vq::Family::Eviction) continue;
+    EXPECT_EQ(static_cast<bool>(m.make_scorer), m.id != "full") << m.id;
+  }
+}
+
 TEST(OneShotCache, RefusesMethodsWithoutOneShotScoring) {
-  for (const std::string spec : {"keyformer", "q8_0", "full"}) {
+  for (const std::string spec : {"q8_0", "full"}) {
     try {
       vq::eviction::parse_one_shot(spec);
       FAIL() << spec;
@@ -368,8 +492,8 @@ TEST(PrefillProtocol, RefusesBadInputNamingTheValue) {
   o.context = 47;
   expect_refused(o, "context = 47 leaves no continuation");
   o.context = 0;
-  o.methods = {"keyformer"};
-  expect_refused(o, "keyformer");
+  o.methods = {"full"};
+  expect_refused(o, "'full' has no one-shot scoring");
   o.methods = {"knorm"};
   o.continuation = 20;  // 36 + 20 + 1 > 48
   expect_refused(o, "exceeds the model's context length 48");

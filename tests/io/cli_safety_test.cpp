@@ -342,9 +342,16 @@ TEST_F(CliSafety, EvictCompressRatioKeepsTheOneShotChoice) {
   CliResult bad = cli("evict -m knorm --compress-ratio 1" + kv + " --out " + path("p.npy"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("compression ratio = 1 is outside [0, 1)"), std::string::npos) << bad.err;
-  bad = cli("evict -m keyformer --compress-ratio 0.5" + kv + " --out " + path("p.npy"));
+  bad = cli("evict -m full --compress-ratio 0.5" + kv + " --out " + path("p.npy"));
   EXPECT_EQ(bad.status, 1);
-  EXPECT_NE(bad.err.find("'keyformer' has no one-shot scoring"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("'full' has no one-shot scoring"), std::string::npos) << bad.err;
+  // The methods scored last (issue 17) are accepted: int(100 * 0.5) = 50 tokens per head.
+  for (const std::string m : {"keyformer", "morphkv", "kvzip", "nestedkv"}) {
+    const CliResult ok =
+        cli("evict -m " + m + " --compress-ratio 0.5" + kv + " --out " + path("q.npy"));
+    ASSERT_EQ(ok.status, 0) << m << ": " << ok.err;
+    EXPECT_EQ(vq::read_npy(path("q.npy")).shape, (std::vector<int64_t>{H, 50})) << m;
+  }
 }
 
 TEST_F(CliSafety, ANonFiniteValueIsReportedWithItsStreamPosition) {
