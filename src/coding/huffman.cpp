@@ -179,10 +179,10 @@ void build_multi(const uint8_t* len, const uint32_t* code, const uint8_t* sym, i
 }
 
 // The multi-symbol loop (see decode_impl): one lookup on the next `window` bits gives up to
-// four complete codes (entries: build_multi); count 0 = the
-// first code is invalid. Runs while at least 16 symbols remain (four lookups write at most 16
-// bytes), starting at out[i]; returns the next index and adds the bits it consumed to `used`.
-// A separate function with its state in locals, so that the bit buffer stays in registers.
+// four complete codes (entries: build_multi); count 0 = the first code is invalid. Runs while at
+// least 16 symbols remain (four lookups write at most 16 bytes), starting at out[i]; returns the
+// next index and adds the bits it consumed to `used`. A separate function with its state in locals,
+// so that the bit buffer stays in registers.
 __attribute__((noinline)) size_t decode_multi(FastBitReader& reader, const uint64_t* multi,
                                               int window, uint8_t* out, size_t i, size_t n,
                                               uint64_t& used) {
@@ -207,6 +207,91 @@ __attribute__((noinline)) size_t decode_multi(FastBitReader& reader, const uint6
   reader = fr;
   used += bits;
   return i;
+}
+
+// One step of the multi-symbol loop on one stream (see decode_multi).
+struct MultiLane {
+  FastBitReader fr;
+  const uint64_t* multi;
+  uint8_t* out;
+  size_t i, n;
+  uint64_t bits = 0;
+  int shift;
+  __attribute__((always_inline)) void step() {
+    const uint64_t e = multi[fr.buf >> shift];
+    const size_t cnt = static_cast<size_t>((e >> 32) & 0xFFu);
+    const int l = static_cast<int>((e >> 40) & 0xFFu);
+    if (__builtin_expect(cnt == 0, 0)) throw_invalid_code(i);
+    const uint32_t syms = static_cast<uint32_t>(e);
+    std::memcpy(out + i, &syms, 4);
+    fr.buf <<= l;
+    fr.have -= l;
+    bits += static_cast<uint64_t>(l);
+    i += cnt;
+  }
+};
+
+// decode_multi on two independent streams at once, alternating their lookups: each stream's
+// lookups form a chain (the next window position needs the last code's length), so two chains
+// in flight keep the core busy while either waits for its table load. Runs while both streams
+// have at least 16 symbols left; the caller finishes each one alone.
+__attribute__((noinline)) void decode_multi2(MultiLane& a0, MultiLane& b0) {
+  MultiLane a = a0, b = b0;
+  while (a.i + 16 <= a.n && b.i + 16 <= b.n) {
+    a.fr.refill();
+    b.fr.refill();
+    for (int t = 0; t < 4; ++t) {
+      a.step();
+      b.step();
+    }
+  }
+  a0 = a;
+  b0 = b;
+}
+
+// The end-of-payload checks of the fast reader: `used` bits consumed by n symbols out of a
+// payload of `payload` bytes.
+void check_payload_end(FastBitReader& fr, uint64_t used, uint64_t payload, size_t n) {
+  VQ_CHECK(used <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ", n,
+           " symbols needs ", used, " bits but only ", 8 * payload, " are stored");
+  VQ_CHECK((used + 7) / 8 == payload, FormatError, "Huffman payload: ", payload,
+           " bytes stored but the ", n, " symbols use only ", (used + 7) / 8);
+  const int pad = static_cast<int>(8 * payload - used);
+  fr.refill();
+  VQ_CHECK(pad == 0 || (fr.buf >> (64 - pad)) == 0, FormatError,
+           "Huffman payload: nonzero padding bits");
+}
+
+// The rest of a multi-table stream from lane.i on: decode_multi while 16 symbols remain, then
+// one code per lookup (the entry's first code), then the end checks.
+void finish_multi(MultiLane& lane, int window, uint64_t payload) {
+  uint64_t used = lane.bits;
+  size_t i = decode_multi(lane.fr, lane.multi, window, lane.out, lane.i, lane.n, used);
+  FastBitReader& fr = lane.fr;
+  const uint64_t* multi = lane.multi;
+  uint8_t* out = lane.out;
+  const int shift = lane.shift;
+  auto one = [&](size_t at) __attribute__((always_inline)) {
+    const uint64_t e = multi[fr.buf >> shift];
+    const int l = ((e >> 32) & 0xFFu) == 0 ? 0 : static_cast<int>((e >> 48) & 0xFFu);
+    if (__builtin_expect(l == 0, 0)) throw_invalid_code(at);
+    out[at] = static_cast<uint8_t>(e & 0xFFu);
+    fr.buf <<= l;
+    fr.have -= l;
+    used += static_cast<uint64_t>(l);
+  };
+  for (; i + 4 <= lane.n; i += 4) {
+    fr.refill();
+    one(i);
+    one(i + 1);
+    one(i + 2);
+    one(i + 3);
+  }
+  for (; i < lane.n; ++i) {
+    fr.refill();
+    one(i);
+  }
+  check_payload_end(fr, used, payload, lane.n);
 }
 
 }  // namespace
@@ -478,7 +563,55 @@ void HuffmanDecoder::decode_reference(ByteReader& in, uint8_t* out, size_t n, in
   decode_impl(in, out, n, width, false);
 }
 
-void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast) {
+void HuffmanDecoder::decode_streams(ByteReader& in, const StreamSpec* streams, size_t count) {
+  const ByteReader start = in;
+  try {
+    if (stores_.size() < count) stores_.resize(count);
+    deferred_.assign(count, Deferred{});
+    // Every header in order (short streams and other modes are decoded on the way), the long
+    // Huffman streams' payloads skipped and left for the paired loop below.
+    for (size_t k = 0; k < count; ++k) {
+      deferred_[k].store = &stores_[k];
+      decode_impl(in, streams[k].out, streams[k].n, streams[k].width, true, &deferred_[k]);
+    }
+    auto lane = [](const Deferred& d) {
+      return MultiLane{FastBitReader{d.payload, d.payload + d.payload_bytes},
+                       d.store->data(),
+                       d.out,
+                       0,
+                       d.n,
+                       0,
+                       64 - d.window};
+    };
+    const Deferred* first = nullptr;  // a long stream waiting for a partner
+    for (size_t k = 0; k < count; ++k) {
+      const Deferred& d = deferred_[k];
+      if (!d.active) continue;
+      if (first == nullptr) {
+        first = &d;
+        continue;
+      }
+      MultiLane la = lane(*first), lb = lane(d);
+      decode_multi2(la, lb);
+      finish_multi(la, first->window, first->payload_bytes);
+      finish_multi(lb, d.window, d.payload_bytes);
+      first = nullptr;
+    }
+    if (first != nullptr) {
+      MultiLane la = lane(*first);
+      finish_multi(la, first->window, first->payload_bytes);
+    }
+  } catch (const Error&) {
+    // Read the streams again one after the other, so that a bad input fails with exactly the
+    // error (and the first one) that one decode() call per stream would give.
+    in = start;
+    for (size_t k = 0; k < count; ++k)
+      decode_impl(in, streams[k].out, streams[k].n, streams[k].width, true);
+  }
+}
+
+void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast,
+                                 Deferred* defer) {
   VQ_CHECK(width >= 1 && width <= 8, InvalidArgument, "huffman decode: width = ", width,
            " is out of range; allowed [1, 8]");
   const uint8_t mode = in.u8("entropy stream mode");
@@ -581,42 +714,49 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
       // 2^window-entry table; otherwise one code per lookup.
       const bool use_multi = fast && n >= 2 * tsize && n >= 64;
       if (use_multi) {
-        multi_.resize(tsize);
-        build_multi(c_len, c_code, c_sym, ncodes, window, multi_.data());
-      } else {
-        // Lookup table on the next `window` bits: entry = symbol | (length << 8), 0 = no code.
-        table_.assign(tsize, 0);
-        for (int c = 0; c < ncodes; ++c) {
-          const size_t first = static_cast<size_t>(c_code[c]) << (window - c_len[c]);
-          const size_t span = size_t{1} << (window - c_len[c]);
-          std::fill(table_.begin() + static_cast<std::ptrdiff_t>(first),
-                    table_.begin() + static_cast<std::ptrdiff_t>(first + span),
-                    static_cast<uint16_t>(c_sym[c] | (static_cast<uint32_t>(c_len[c]) << 8)));
+        std::vector<uint64_t>& mt = defer != nullptr ? *defer->store : multi_;
+        mt.resize(tsize);
+        build_multi(c_len, c_code, c_sym, ncodes, window, mt.data());
+        if (defer != nullptr) {  // decode_streams runs the payload later, paired with another
+          defer->active = true;
+          defer->payload = in.cursor();
+          defer->payload_bytes = payload;
+          defer->window = window;
+          defer->out = out;
+          defer->n = n;
+        } else {
+          MultiLane lane{FastBitReader{in.cursor(), in.cursor() + payload},
+                         mt.data(),
+                         out,
+                         0,
+                         n,
+                         0,
+                         64 - window};
+          finish_multi(lane, window, payload);
         }
+        in.skip(static_cast<size_t>(payload), "Huffman payload");
+        return;
+      }
+      // Lookup table on the next `window` bits: entry = symbol | (length << 8), 0 = no code.
+      table_.assign(tsize, 0);
+      for (int c = 0; c < ncodes; ++c) {
+        const size_t first = static_cast<size_t>(c_code[c]) << (window - c_len[c]);
+        const size_t span = size_t{1} << (window - c_len[c]);
+        std::fill(table_.begin() + static_cast<std::ptrdiff_t>(first),
+                  table_.begin() + static_cast<std::ptrdiff_t>(first + span),
+                  static_cast<uint16_t>(c_sym[c] | (static_cast<uint32_t>(c_len[c]) << 8)));
       }
       if (fast) {
         FastBitReader fr{in.cursor(), in.cursor() + payload};
         const int shift = 64 - window;
         uint64_t used = 0;
         size_t i = 0;
-        if (use_multi) i = decode_multi(fr, multi_.data(), window, out, i, n, used);
-        // The last symbols (or all of a short stream), one code per lookup.
         const uint16_t* table = table_.data();
-        const uint64_t* multi = multi_.data();
         auto one = [&](size_t at) __attribute__((always_inline)) {
-          uint8_t sym;
-          int l;
-          if (use_multi) {
-            const uint64_t e = multi[fr.buf >> shift];
-            sym = static_cast<uint8_t>(e & 0xFFu);
-            l = ((e >> 32) & 0xFFu) == 0 ? 0 : static_cast<int>((e >> 48) & 0xFFu);
-          } else {
-            const uint16_t e = table[fr.buf >> shift];
-            sym = static_cast<uint8_t>(e & 0xFFu);
-            l = e >> 8;
-          }
+          const uint16_t e = table[fr.buf >> shift];
+          const int l = e >> 8;
           if (__builtin_expect(l == 0, 0)) throw_invalid_code(at);
-          out[at] = sym;
+          out[at] = static_cast<uint8_t>(e & 0xFFu);
           fr.buf <<= l;
           fr.have -= l;
           used += static_cast<uint64_t>(l);
@@ -632,14 +772,7 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
           fr.refill();
           one(i);
         }
-        VQ_CHECK(used <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ", n,
-                 " symbols needs ", used, " bits but only ", 8 * payload, " are stored");
-        VQ_CHECK((used + 7) / 8 == payload, FormatError, "Huffman payload: ", payload,
-                 " bytes stored but the ", n, " symbols use only ", (used + 7) / 8);
-        const int pad = static_cast<int>(8 * payload - used);
-        fr.refill();
-        VQ_CHECK(pad == 0 || (fr.buf >> (64 - pad)) == 0, FormatError,
-                 "Huffman payload: nonzero padding bits");
+        check_payload_end(fr, used, payload, n);
         in.skip(static_cast<size_t>(payload), "Huffman payload");
         return;
       }

@@ -100,11 +100,35 @@ class HuffmanDecoder {
   void decode(ByteReader& in, uint8_t* out, size_t n, int width);
   /// The plain one-symbol-per-step reader (reference for tests); same output and same errors.
   void decode_reference(ByteReader& in, uint8_t* out, size_t n, int width);
+  /// Where one of several consecutive streams goes: n symbols of `width` bits.
+  struct StreamSpec {
+    uint8_t* out;
+    size_t n;
+    int width;
+  };
+  /// `count` consecutive streams: the same symbols, bytes consumed and errors as one decode()
+  /// per stream, in order. The long Huffman streams' payloads are decoded two at a time, in one
+  /// loop alternating between them (two independent chains of table lookups in flight).
+  void decode_streams(ByteReader& in, const StreamSpec* streams, size_t count);
 
  private:
-  void decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast);
-  std::vector<uint16_t> table_;  // symbol | (length << 8); length 0 = no code
-  std::vector<uint64_t> multi_;  // up to four symbols per lookup (see decode_multi)
+  /// A long Huffman stream whose header decode_impl has read and whose payload it left to
+  /// decode_streams (its multi-symbol table is in *store).
+  struct Deferred {
+    std::vector<uint64_t>* store = nullptr;
+    bool active = false;
+    const uint8_t* payload = nullptr;
+    uint64_t payload_bytes = 0;
+    int window = 0;
+    uint8_t* out = nullptr;
+    size_t n = 0;
+  };
+  void decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast,
+                   Deferred* defer = nullptr);
+  std::vector<uint16_t> table_;                // symbol | (length << 8); length 0 = no code
+  std::vector<uint64_t> multi_;                // up to four symbols per lookup (see decode_multi)
+  std::vector<std::vector<uint64_t>> stores_;  // decode_streams: one table per stream
+  std::vector<Deferred> deferred_;
   RangeStreamDecoder range_;
 };
 

@@ -338,8 +338,13 @@ int64_t PcaRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, floa
   }
   ensure_scratch(n, false);
   // Any stream mode is accepted here (mode 4 included), whatever the encoder's entropy policy.
+  // All the chunk's streams in one call: HuffmanDecoder::decode_streams overlaps the table
+  // lookups of two long streams at a time.
+  streams_.clear();
   for (const Group& g : groups_)
-    dec_.decode(in, codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width);
+    streams_.push_back(coding::HuffmanDecoder::StreamSpec{
+        codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width});
+  dec_.decode_streams(in, streams_.data(), streams_.size());
   for (int64_t j = 0; j < k; ++j)
     coding::dequantize_affine(codes_.data() + slot_[static_cast<size_t>(j)] * n, n,
                               params_[static_cast<size_t>(j)], lat_.data() + j * n);
