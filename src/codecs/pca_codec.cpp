@@ -11,6 +11,7 @@
 #include "coding/bit_allocation.hpp"
 #include "coding/byte_io.hpp"
 #include "coding/huffman.hpp"
+#include "coding/latent_kernels.hpp"
 #include "coding/quantizer.hpp"
 #include "transform/method_common.hpp"
 #include "veloxquant/config.hpp"
@@ -22,14 +23,7 @@ namespace {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-/// One multiply-add as Eigen's packet kernels do it (fused when the target has FMA).
-inline float madd(float a, float b, float c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
+using coding::madd;
 
 }  // namespace
 
@@ -267,26 +261,33 @@ void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n,
 }
 
 void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const {
+  if (n <= 0) return;
   const int64_t D = dim(), k = kept(), rb = row_bytes_;
+  const size_t kz = static_cast<size_t>(k), nz = static_cast<size_t>(n);
   // Per-component dequantizer of this chunk.
-  std::vector<float> mins(static_cast<size_t>(k)), scales(static_cast<size_t>(k));
+  std::vector<float> mins(kz), scales(kz);
   chunk_ranges(params, mins.data(), scales.data());
-  std::vector<uint8_t> q(static_cast<size_t>(k));
-  std::vector<float> acc(static_cast<size_t>(D));
-  float* a = acc.data();
+  // The codes component-major, then the storage decoder's steps: coding::dequantize_affine per
+  // component and coding::unproject_rows over the chunk (so both forms give the same floats).
+  std::vector<uint8_t> q(kz * nz), qt(kz);
   for (int64_t t = 0; t < n; ++t) {
-    unpack_var(codes + t * rb, widths_.data(), k, q.data());
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t j = 0; j < k; ++j) {
-      // coding::dequantize_affine's formula, then one multiply-add per value.
-      const float l = mins[static_cast<size_t>(j)] + static_cast<float>(q[static_cast<size_t>(j)]) *
-                                                         scales[static_cast<size_t>(j)];
-      const float* bj = basis_rows_[static_cast<size_t>(j)];
-      for (int64_t d = 0; d < D; ++d) a[d] = madd(l, bj[d], a[d]);
-    }
-    float* y = out + t * D;
-    for (int64_t d = 0; d < D; ++d) y[d] = mean_[d] + a[d];
+    unpack_var(codes + t * rb, widths_.data(), k, qt.data());
+    for (size_t j = 0; j < kz; ++j) q[j * nz + static_cast<size_t>(t)] = qt[j];
   }
+  std::vector<float> lat(kz * nz);
+  for (size_t j = 0; j < kz; ++j)
+    coding::dequantize_affine(q.data() + j * nz, n, coding::AffineParams{mins[j], scales[j]},
+                              lat.data() + j * nz);
+  const float* basis = own_basis_.data();
+  std::vector<float> gathered;  // a calibrated model's kept rows are not contiguous
+  if (external_entry_ >= 0) {
+    gathered.resize(kz * static_cast<size_t>(D));
+    for (size_t j = 0; j < kz; ++j)
+      std::memcpy(gathered.data() + j * static_cast<size_t>(D), basis_rows_[j],
+                  sizeof(float) * static_cast<size_t>(D));
+    basis = gathered.data();
+  }
+  coding::unproject_rows(lat.data(), k, n, basis, mean_, D, out);
 }
 
 int64_t PcaCodec::stored_chunk_bytes(const uint8_t* params, const uint8_t* codes, int64_t n) const {

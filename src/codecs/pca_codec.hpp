@@ -13,10 +13,10 @@
 //                 ceil(sum_j b_j / 8) bytes (0 when every component is dropped: the row decodes
 //                 to the mean).
 // A row decodes on its own: latent_j = min_j + code_j * scale_j, then
-// x = mean + sum_j latent_j * basis_j, summed in component order with one fused multiply-add per
-// term (the order Eigen's single-accumulator GEMM kernels use). The existing decoder runs that
-// sum as one GEMM over the whole chunk, whose kernels for some (row, column) positions split the
-// sum into even and odd terms; those values can differ in the last bits (the codes never do).
+// x = mean + sum_j latent_j * basis_j, summed from 0 in component order with one fused
+// multiply-add per term, the mean added last. decode() runs a chunk through the storage decoder's
+// own steps (coding::dequantize_affine, coding::unproject_rows), so the resident and the storage
+// form decode to the same floats, bit for bit.
 //
 // Storage form: stored_chunk_bytes() is the size of the chunk PcaRowCoder::encode_chunk writes
 // for the same codes (varint n, params, one Huffman / range-coded stream per width), and

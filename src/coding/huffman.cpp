@@ -149,26 +149,55 @@ struct FastBitReader {
   }
 };
 
-// The pair-table loop (see decode_impl): runs while at least 8 symbols remain, starting at
-// out[i]; returns the next index and adds the bits it consumed to `used`. A separate function
-// with its state in locals, so that the bit buffer stays in registers.
-__attribute__((noinline)) size_t decode_pairs(FastBitReader& reader, const uint16_t* pair,
-                                              int max_len, uint8_t* out, size_t i, size_t n,
+// The multi-symbol table on a `window`-bit lookup (window >= the longest code). Entry =
+// symbols (bytes 0..3) | count << 32 | total bits << 40 | first code's length << 48; count 0 =
+// the window does not start with a valid code. Built by walking the sequences of up to four
+// codes whose lengths fit in the window: a sequence owns the contiguous range of window values
+// that start with it, filled before its extensions overwrite their own sub-ranges, so each value
+// ends with its longest sequence. Every level fills disjoint ranges: at most 4 * 2^window stores.
+// `len`, `code`, `sym`: the `count` codes in canonical order (ascending length).
+void build_multi(const uint8_t* len, const uint32_t* code, const uint8_t* sym, int count,
+                 int window, uint64_t* multi) {
+  std::fill(multi, multi + (size_t{1} << window), uint64_t{0});
+  auto walk = [&](auto& self, uint32_t prefix, int bits, uint32_t syms, int cnt,
+                  int first_len) -> void {
+    for (int c = 0; c < count; ++c) {
+      const int l = len[c];
+      if (bits + l > window) break;  // ascending lengths: no longer code fits either
+      const uint32_t p = (prefix << l) | code[c];
+      const int b = bits + l;
+      const int fl = cnt == 0 ? l : first_len;
+      const uint32_t sy = syms | (static_cast<uint32_t>(sym[c]) << (8 * cnt));
+      const uint64_t e = sy | (static_cast<uint64_t>(cnt + 1) << 32) |
+                         (static_cast<uint64_t>(b) << 40) | (static_cast<uint64_t>(fl) << 48);
+      const size_t first = static_cast<size_t>(p) << (window - b);
+      std::fill(multi + first, multi + first + (size_t{1} << (window - b)), e);
+      if (cnt + 1 < 4) self(self, p, b, sy, cnt + 1, fl);
+    }
+  };
+  walk(walk, 0u, 0, 0u, 0, 0);
+}
+
+// The multi-symbol loop (see decode_impl): one lookup on the next `window` bits gives up to
+// four complete codes (entries: build_multi); count 0 = the first code is invalid. Runs while at
+// least 16 symbols remain (four lookups write at most 16 bytes), starting at out[i]; returns the
+// next index and adds the bits it consumed to `used`. A separate function with its state in locals,
+// so that the bit buffer stays in registers.
+__attribute__((noinline)) size_t decode_multi(FastBitReader& reader, const uint64_t* multi,
+                                              int window, uint8_t* out, size_t i, size_t n,
                                               uint64_t& used) {
   FastBitReader fr = reader;
-  const int shift = 64 - max_len;
+  const int shift = 64 - window;
   uint64_t bits = 0;
-  while (i + 8 <= n) {  // four lookups use at most 4 * max_len <= 48 buffered bits
+  while (i + 16 <= n) {  // four lookups use at most 4 * window <= 48 buffered bits
     fr.refill();
     for (int t = 0; t < 4; ++t) {
-      const size_t x = static_cast<size_t>(fr.buf >> shift);
-      const uint16_t syms = pair[2 * x];
-      const uint16_t meta = pair[2 * x + 1];
-      const int l = meta & 0xFF;
-      const size_t cnt = meta >> 8;
+      const uint64_t e = multi[fr.buf >> shift];
+      const size_t cnt = static_cast<size_t>((e >> 32) & 0xFFu);
+      const int l = static_cast<int>((e >> 40) & 0xFFu);
       if (__builtin_expect(cnt == 0, 0)) throw_invalid_code(i);
-      out[i] = static_cast<uint8_t>(syms & 0xFFu);  // both bytes written; i + 2 <= n here
-      out[i + 1] = static_cast<uint8_t>(syms >> 8);
+      const uint32_t syms = static_cast<uint32_t>(e);
+      std::memcpy(out + i, &syms, 4);  // all four bytes written; i + 4 <= n here
       fr.buf <<= l;
       fr.have -= l;
       bits += static_cast<uint64_t>(l);
@@ -178,6 +207,91 @@ __attribute__((noinline)) size_t decode_pairs(FastBitReader& reader, const uint1
   reader = fr;
   used += bits;
   return i;
+}
+
+// One step of the multi-symbol loop on one stream (see decode_multi).
+struct MultiLane {
+  FastBitReader fr;
+  const uint64_t* multi;
+  uint8_t* out;
+  size_t i, n;
+  uint64_t bits = 0;
+  int shift;
+  __attribute__((always_inline)) void step() {
+    const uint64_t e = multi[fr.buf >> shift];
+    const size_t cnt = static_cast<size_t>((e >> 32) & 0xFFu);
+    const int l = static_cast<int>((e >> 40) & 0xFFu);
+    if (__builtin_expect(cnt == 0, 0)) throw_invalid_code(i);
+    const uint32_t syms = static_cast<uint32_t>(e);
+    std::memcpy(out + i, &syms, 4);
+    fr.buf <<= l;
+    fr.have -= l;
+    bits += static_cast<uint64_t>(l);
+    i += cnt;
+  }
+};
+
+// decode_multi on two independent streams at once, alternating their lookups: each stream's
+// lookups form a chain (the next window position needs the last code's length), so two chains
+// in flight keep the core busy while either waits for its table load. Runs while both streams
+// have at least 16 symbols left; the caller finishes each one alone.
+__attribute__((noinline)) void decode_multi2(MultiLane& a0, MultiLane& b0) {
+  MultiLane a = a0, b = b0;
+  while (a.i + 16 <= a.n && b.i + 16 <= b.n) {
+    a.fr.refill();
+    b.fr.refill();
+    for (int t = 0; t < 4; ++t) {
+      a.step();
+      b.step();
+    }
+  }
+  a0 = a;
+  b0 = b;
+}
+
+// The end-of-payload checks of the fast reader: `used` bits consumed by n symbols out of a
+// payload of `payload` bytes.
+void check_payload_end(FastBitReader& fr, uint64_t used, uint64_t payload, size_t n) {
+  VQ_CHECK(used <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ", n,
+           " symbols needs ", used, " bits but only ", 8 * payload, " are stored");
+  VQ_CHECK((used + 7) / 8 == payload, FormatError, "Huffman payload: ", payload,
+           " bytes stored but the ", n, " symbols use only ", (used + 7) / 8);
+  const int pad = static_cast<int>(8 * payload - used);
+  fr.refill();
+  VQ_CHECK(pad == 0 || (fr.buf >> (64 - pad)) == 0, FormatError,
+           "Huffman payload: nonzero padding bits");
+}
+
+// The rest of a multi-table stream from lane.i on: decode_multi while 16 symbols remain, then
+// one code per lookup (the entry's first code), then the end checks.
+void finish_multi(MultiLane& lane, int window, uint64_t payload) {
+  uint64_t used = lane.bits;
+  size_t i = decode_multi(lane.fr, lane.multi, window, lane.out, lane.i, lane.n, used);
+  FastBitReader& fr = lane.fr;
+  const uint64_t* multi = lane.multi;
+  uint8_t* out = lane.out;
+  const int shift = lane.shift;
+  auto one = [&](size_t at) __attribute__((always_inline)) {
+    const uint64_t e = multi[fr.buf >> shift];
+    const int l = ((e >> 32) & 0xFFu) == 0 ? 0 : static_cast<int>((e >> 48) & 0xFFu);
+    if (__builtin_expect(l == 0, 0)) throw_invalid_code(at);
+    out[at] = static_cast<uint8_t>(e & 0xFFu);
+    fr.buf <<= l;
+    fr.have -= l;
+    used += static_cast<uint64_t>(l);
+  };
+  for (; i + 4 <= lane.n; i += 4) {
+    fr.refill();
+    one(i);
+    one(i + 1);
+    one(i + 2);
+    one(i + 3);
+  }
+  for (; i < lane.n; ++i) {
+    fr.refill();
+    one(i);
+  }
+  check_payload_end(fr, used, payload, lane.n);
 }
 
 }  // namespace
@@ -449,7 +563,55 @@ void HuffmanDecoder::decode_reference(ByteReader& in, uint8_t* out, size_t n, in
   decode_impl(in, out, n, width, false);
 }
 
-void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast) {
+void HuffmanDecoder::decode_streams(ByteReader& in, const StreamSpec* streams, size_t count) {
+  const ByteReader start = in;
+  try {
+    if (stores_.size() < count) stores_.resize(count);
+    deferred_.assign(count, Deferred{});
+    // Every header in order (short streams and other modes are decoded on the way), the long
+    // Huffman streams' payloads skipped and left for the paired loop below.
+    for (size_t k = 0; k < count; ++k) {
+      deferred_[k].store = &stores_[k];
+      decode_impl(in, streams[k].out, streams[k].n, streams[k].width, true, &deferred_[k]);
+    }
+    auto lane = [](const Deferred& d) {
+      return MultiLane{FastBitReader{d.payload, d.payload + d.payload_bytes},
+                       d.store->data(),
+                       d.out,
+                       0,
+                       d.n,
+                       0,
+                       64 - d.window};
+    };
+    const Deferred* first = nullptr;  // a long stream waiting for a partner
+    for (size_t k = 0; k < count; ++k) {
+      const Deferred& d = deferred_[k];
+      if (!d.active) continue;
+      if (first == nullptr) {
+        first = &d;
+        continue;
+      }
+      MultiLane la = lane(*first), lb = lane(d);
+      decode_multi2(la, lb);
+      finish_multi(la, first->window, first->payload_bytes);
+      finish_multi(lb, d.window, d.payload_bytes);
+      first = nullptr;
+    }
+    if (first != nullptr) {
+      MultiLane la = lane(*first);
+      finish_multi(la, first->window, first->payload_bytes);
+    }
+  } catch (const Error&) {
+    // Read the streams again one after the other, so that a bad input fails with exactly the
+    // error (and the first one) that one decode() call per stream would give.
+    in = start;
+    for (size_t k = 0; k < count; ++k)
+      decode_impl(in, streams[k].out, streams[k].n, streams[k].width, true);
+  }
+}
+
+void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast,
+                                 Deferred* defer) {
   VQ_CHECK(width >= 1 && width <= 8, InvalidArgument, "huffman decode: width = ", width,
            " is out of range; allowed [1, 8]");
   const uint8_t mode = in.u8("entropy stream mode");
@@ -517,9 +679,13 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
           in.varint("Huffman payload size", (static_cast<uint64_t>(n) * kMaxCodeLength + 7) / 8);
       in.need(static_cast<size_t>(payload), "Huffman payload");
 
-      // Lookup table on the next max_len bits: entry = symbol | (length << 8), 0 = no code.
-      const size_t tsize = size_t{1} << max_len;
-      table_.assign(tsize, 0);
+      // Lookup window: max_len bits, widened (up to 11) while the stream is long enough to repay
+      // the larger table, so that one lookup of the multi-symbol table below covers more codes.
+      int window = max_len;
+      if (fast)
+        while (window < 11 && (size_t{1} << (window + 1)) * 8 <= n) ++window;
+      const size_t tsize = size_t{1} << window;
+      // Canonical codes (DEFLATE rule), in (length, symbol) order.
       uint32_t bl_count[kMaxCodeLength + 2] = {};
       for (uint32_t s = 0; s < A; ++s)
         if (lengths[s]) ++bl_count[lengths[s]];
@@ -529,48 +695,62 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
         code = (code + bl_count[b - 1]) << 1;
         next_code[b] = code;
       }
-      for (uint32_t s = 0; s < A; ++s) {
+      uint8_t c_len[256], c_sym[256];
+      uint32_t c_code[256];
+      int ncodes = 0, slot[kMaxCodeLength + 2] = {};  // first position of each length
+      for (int l = 1; l <= kMaxCodeLength; ++l) {
+        slot[l] = ncodes;
+        ncodes += static_cast<int>(bl_count[l]);
+      }
+      for (uint32_t s = 0; s < A; ++s) {  // one pass: symbols in order within each length
         const int l = lengths[s];
         if (l == 0) continue;
-        const uint32_t c = next_code[l]++;
-        const size_t first = static_cast<size_t>(c) << (max_len - l);
-        const size_t span = size_t{1} << (max_len - l);
+        const int at = slot[l]++;
+        c_len[at] = static_cast<uint8_t>(l);
+        c_sym[at] = static_cast<uint8_t>(s);
+        c_code[at] = next_code[l]++;
+      }
+      // Up to four codes per lookup (build_multi) on streams long enough to repay the
+      // 2^window-entry table; otherwise one code per lookup.
+      const bool use_multi = fast && n >= 2 * tsize && n >= 64;
+      if (use_multi) {
+        std::vector<uint64_t>& mt = defer != nullptr ? *defer->store : multi_;
+        mt.resize(tsize);
+        build_multi(c_len, c_code, c_sym, ncodes, window, mt.data());
+        if (defer != nullptr) {  // decode_streams runs the payload later, paired with another
+          defer->active = true;
+          defer->payload = in.cursor();
+          defer->payload_bytes = payload;
+          defer->window = window;
+          defer->out = out;
+          defer->n = n;
+        } else {
+          MultiLane lane{FastBitReader{in.cursor(), in.cursor() + payload},
+                         mt.data(),
+                         out,
+                         0,
+                         n,
+                         0,
+                         64 - window};
+          finish_multi(lane, window, payload);
+        }
+        in.skip(static_cast<size_t>(payload), "Huffman payload");
+        return;
+      }
+      // Lookup table on the next `window` bits: entry = symbol | (length << 8), 0 = no code.
+      table_.assign(tsize, 0);
+      for (int c = 0; c < ncodes; ++c) {
+        const size_t first = static_cast<size_t>(c_code[c]) << (window - c_len[c]);
+        const size_t span = size_t{1} << (window - c_len[c]);
         std::fill(table_.begin() + static_cast<std::ptrdiff_t>(first),
                   table_.begin() + static_cast<std::ptrdiff_t>(first + span),
-                  static_cast<uint16_t>(s | (static_cast<uint32_t>(l) << 8)));
+                  static_cast<uint16_t>(c_sym[c] | (static_cast<uint32_t>(c_len[c]) << 8)));
       }
       if (fast) {
         FastBitReader fr{in.cursor(), in.cursor() + payload};
-        const int shift = 64 - max_len;
+        const int shift = 64 - window;
         uint64_t used = 0;
         size_t i = 0;
-        // Two codes per lookup when both fit in the max_len-bit window: a second table after the
-        // first, two uint16 per entry = (first symbol | second symbol << 8, total length | count
-        // << 8), count 2 when the second code is complete in the window, else 1 (0: no code).
-        // It costs 2^max_len entries to build, so only streams long enough to repay that use it.
-        if (n >= 2 * tsize && n >= 64) {
-          table_.resize(3 * tsize);
-          uint16_t* pair = table_.data() + tsize;
-          const uint16_t* single = table_.data();
-          const size_t mask = tsize - 1;
-          for (size_t x = 0; x < tsize; ++x) {
-            const uint16_t e1 = single[x];
-            const int l1 = e1 >> 8;
-            uint16_t syms = static_cast<uint16_t>(e1 & 0xFFu), meta = 0;
-            if (l1 > 0) {
-              meta = static_cast<uint16_t>(l1 | (1 << 8));
-              const uint16_t e2 = single[(x << l1) & mask];
-              const int l2 = e2 >> 8;
-              if (l2 > 0 && l1 + l2 <= max_len) {
-                syms = static_cast<uint16_t>(syms | ((e2 & 0xFFu) << 8));
-                meta = static_cast<uint16_t>((l1 + l2) | (2 << 8));
-              }
-            }
-            pair[2 * x] = syms;
-            pair[2 * x + 1] = meta;
-          }
-          i = decode_pairs(fr, pair, max_len, out, i, n, used);
-        }
         const uint16_t* table = table_.data();
         auto one = [&](size_t at) __attribute__((always_inline)) {
           const uint16_t e = table[fr.buf >> shift];
@@ -592,14 +772,7 @@ void HuffmanDecoder::decode_impl(ByteReader& in, uint8_t* out, size_t n, int wid
           fr.refill();
           one(i);
         }
-        VQ_CHECK(used <= 8 * payload, FormatError, "Huffman payload is truncated: decoding ", n,
-                 " symbols needs ", used, " bits but only ", 8 * payload, " are stored");
-        VQ_CHECK((used + 7) / 8 == payload, FormatError, "Huffman payload: ", payload,
-                 " bytes stored but the ", n, " symbols use only ", (used + 7) / 8);
-        const int pad = static_cast<int>(8 * payload - used);
-        fr.refill();
-        VQ_CHECK(pad == 0 || (fr.buf >> (64 - pad)) == 0, FormatError,
-                 "Huffman payload: nonzero padding bits");
+        check_payload_end(fr, used, payload, n);
         in.skip(static_cast<size_t>(payload), "Huffman payload");
         return;
       }

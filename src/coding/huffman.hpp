@@ -24,7 +24,8 @@
 // counting up; each code is written from its most significant bit.
 //
 // Decoding is table driven: one lookup on the next L_max bits (L_max <= 12) gives the symbol and
-// its length. Decoders check every field and throw vq::FormatError on a count that differs from
+// its length (the fast decoder widens the window on long streams and takes up to four codes per
+// lookup). Decoders check every field and throw vq::FormatError on a count that differs from
 // the expected one, a symbol outside the alphabet, an invalid or over-subscribed code table, a
 // truncated payload, payload bytes that are not exactly consumed, or nonzero padding bits.
 #pragma once
@@ -93,15 +94,41 @@ class HuffmanEncoder {
 class HuffmanDecoder {
  public:
   /// Read one stream from `in` and write exactly n symbols (each < 2^width) to out.
-  /// Fast path: a 64-bit bit buffer refilled once per four Huffman symbols, and fixed-width
+  /// Fast path: a 64-bit bit buffer refilled once per four table lookups, each lookup on a
+  /// window of up to 11 bits giving up to four complete codes (long streams), and fixed-width
   /// payloads unpacked eight symbols (width bytes) at a time.
   void decode(ByteReader& in, uint8_t* out, size_t n, int width);
   /// The plain one-symbol-per-step reader (reference for tests); same output and same errors.
   void decode_reference(ByteReader& in, uint8_t* out, size_t n, int width);
+  /// Where one of several consecutive streams goes: n symbols of `width` bits.
+  struct StreamSpec {
+    uint8_t* out;
+    size_t n;
+    int width;
+  };
+  /// `count` consecutive streams: the same symbols, bytes consumed and errors as one decode()
+  /// per stream, in order. The long Huffman streams' payloads are decoded two at a time, in one
+  /// loop alternating between them (two independent chains of table lookups in flight).
+  void decode_streams(ByteReader& in, const StreamSpec* streams, size_t count);
 
  private:
-  void decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast);
-  std::vector<uint16_t> table_;  // symbol | (length << 8); length 0 = no code
+  /// A long Huffman stream whose header decode_impl has read and whose payload it left to
+  /// decode_streams (its multi-symbol table is in *store).
+  struct Deferred {
+    std::vector<uint64_t>* store = nullptr;
+    bool active = false;
+    const uint8_t* payload = nullptr;
+    uint64_t payload_bytes = 0;
+    int window = 0;
+    uint8_t* out = nullptr;
+    size_t n = 0;
+  };
+  void decode_impl(ByteReader& in, uint8_t* out, size_t n, int width, bool fast,
+                   Deferred* defer = nullptr);
+  std::vector<uint16_t> table_;                // symbol | (length << 8); length 0 = no code
+  std::vector<uint64_t> multi_;                // up to four symbols per lookup (see decode_multi)
+  std::vector<std::vector<uint64_t>> stores_;  // decode_streams: one table per stream
+  std::vector<Deferred> deferred_;
   RangeStreamDecoder range_;
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "coding/bit_allocation.hpp"
+#include "coding/latent_kernels.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq::transform {
@@ -337,18 +338,19 @@ int64_t PcaRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, floa
   }
   ensure_scratch(n, false);
   // Any stream mode is accepted here (mode 4 included), whatever the encoder's entropy policy.
+  // All the chunk's streams in one call: HuffmanDecoder::decode_streams overlaps the table
+  // lookups of two long streams at a time.
+  streams_.clear();
   for (const Group& g : groups_)
-    dec_.decode(in, codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width);
+    streams_.push_back(coding::HuffmanDecoder::StreamSpec{
+        codes_.data() + g.first * n, static_cast<size_t>(g.count * n), g.width});
+  dec_.decode_streams(in, streams_.data(), streams_.size());
   for (int64_t j = 0; j < k; ++j)
     coding::dequantize_affine(codes_.data() + slot_[static_cast<size_t>(j)] * n, n,
                               params_[static_cast<size_t>(j)], lat_.data() + j * n);
-  const Eigen::Map<const RowMatF> B(model_.basis.data(), k, D);
-  const Eigen::Map<const RowMatF> L(lat_.data(), k, n);
-  // One fp32 GEMM over the chunk's surviving components only, accumulated onto the mean rows:
-  // the kernel adds its dot product to the preloaded mean once, so each value is the same float
-  // as (L^T B) + mean computed in two passes, without the second pass over the output.
-  out.rowwise() = mean;
-  out.noalias() += L.transpose() * B;
+  // mean + sum_j latent_j basis_j per row, over the chunk's surviving components only, summed
+  // in component order (coding/latent_kernels.hpp): the same floats as the resident codec.
+  coding::unproject_rows(lat_.data(), k, n, model_.basis.data(), model_.mean.data(), D, rows);
   // Branch-free finiteness scan (exponent bits all ones = NaN or Inf); vectorizes, unlike an
   // early-exit test per value.
   uint32_t bad = 0;

@@ -126,6 +126,7 @@ class PcaRowCoder final : public RowCoder {
   std::vector<coding::AffineParams> params_;
   coding::HuffmanEncoder enc_;
   coding::HuffmanDecoder dec_;
+  std::vector<coding::HuffmanDecoder::StreamSpec> streams_;  // decode_chunk's streams
 };
 
 }  // namespace vq::transform

@@ -1,0 +1,130 @@
+#include "coding/latent_kernels.hpp"
+
+#include <vector>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define VQ_LATENT_AVX2 1
+#endif
+
+namespace vq::coding {
+
+void unproject_rows_ref(const float* lat, int64_t k, int64_t n, const float* basis,
+                        const float* mean, int64_t D, float* out) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t d = 0; d < D; ++d) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < k; ++j) acc = madd(lat[j * n + t], basis[j * D + d], acc);
+      out[t * D + d] = mean[d] + acc;
+    }
+}
+
+#if VQ_LATENT_AVX2
+
+namespace {
+
+// R rows x 16 columns (d0 .. d0 + 15): 2R accumulators, each summed over j in order with one
+// fused multiply-add per term, then the mean added. Row r's latent for component j is
+// l[j * lstride + r] (lstride = n on the [k, n] latents, R on a packed panel). The loops over r
+// are unrolled by pragma: without it GCC keeps the accumulator arrays in memory as well and
+// stores them on every iteration, which halves the speed.
+template <int R>
+inline void block16(const float* l, int64_t lstride, int64_t k, const float* basis,
+                    const float* mean, int64_t D, float* out, int64_t d0) {
+  __m256 a0[R], a1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+  const float* b = basis + d0;
+  for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_broadcast_ss(l + r);
+      a0[r] = _mm256_fmadd_ps(x, b0, a0[r]);
+      a1[r] = _mm256_fmadd_ps(x, b1, a1[r]);
+    }
+  }
+  const __m256 m0 = _mm256_loadu_ps(mean + d0);
+  const __m256 m1 = _mm256_loadu_ps(mean + d0 + 8);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm256_storeu_ps(out + r * D + d0, _mm256_add_ps(m0, a0[r]));
+    _mm256_storeu_ps(out + r * D + d0 + 8, _mm256_add_ps(m1, a1[r]));
+  }
+}
+
+// The same for 8 columns (d0 .. d0 + 7).
+template <int R>
+inline void block8(const float* l, int64_t lstride, int64_t k, const float* basis,
+                   const float* mean, int64_t D, float* out, int64_t d0) {
+  __m256 a0[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) a0[r] = _mm256_setzero_ps();
+  const float* b = basis + d0;
+  for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) a0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(l + r), b0, a0[r]);
+  }
+  const __m256 m0 = _mm256_loadu_ps(mean + d0);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * D + d0, _mm256_add_ps(m0, a0[r]));
+}
+
+constexpr int kRows = 6;  // rows per block: 6 x 2 accumulators + 2 basis + 1 broadcast registers
+
+// R rows (latents l[j * lstride + r]) across every 16- and 8-column panel; the last D % 8 columns
+// are left to the caller.
+template <int R>
+void rows(const float* l, int64_t lstride, int64_t k, const float* basis, const float* mean,
+          int64_t D, float* out) {
+  int64_t d0 = 0;
+  for (; d0 + 16 <= D; d0 += 16) block16<R>(l, lstride, k, basis, mean, D, out, d0);
+  for (; d0 + 8 <= D; d0 += 8) block8<R>(l, lstride, k, basis, mean, D, out, d0);
+}
+
+// rows<m> for the last 0 <= m < kRows rows of the chunk (m known at run time).
+template <int R = kRows - 1>
+void tail_rows(int64_t m, const float* l, int64_t lstride, int64_t k, const float* basis,
+               const float* mean, int64_t D, float* out) {
+  if constexpr (R >= 1) {
+    if (m == R) return rows<R>(l, lstride, k, basis, mean, D, out);
+    tail_rows<R - 1>(m, l, lstride, k, basis, mean, D, out);
+  }
+}
+
+}  // namespace
+
+void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
+                    int64_t D, float* out) {
+  // Row blocks outermost, each block's latents first packed ([j][kRows]) so that its broadcasts
+  // read one contiguous run instead of k strided cache lines; the basis streams past from L2.
+  std::vector<float> packed(static_cast<size_t>(k * kRows));
+  int64_t t = 0;
+  for (; t + kRows <= n; t += kRows) {
+    for (int64_t j = 0; j < k; ++j)
+      for (int r = 0; r < kRows; ++r)
+        packed[static_cast<size_t>(j * kRows + r)] = lat[j * n + t + r];
+    rows<kRows>(packed.data(), kRows, k, basis, mean, D, out + t * D);
+  }
+  tail_rows(n - t, lat + t, n, k, basis, mean, D, out + t * D);
+  // Last D % 8 columns: the scalar loop (same order, same fused multiply-add).
+  for (int64_t d0 = D - D % 8, r = 0; r < n && d0 < D; ++r)
+    for (int64_t d = d0; d < D; ++d) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < k; ++j) acc = madd(lat[j * n + r], basis[j * D + d], acc);
+      out[r * D + d] = mean[d] + acc;
+    }
+}
+
+#else
+
+void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
+                    int64_t D, float* out) {
+  unproject_rows_ref(lat, k, n, basis, mean, D, out);
+}
+
+#endif
+
+}  // namespace vq::coding

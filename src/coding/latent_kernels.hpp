@@ -1,0 +1,37 @@
+// Un-projection of a chunk of PCA latents back to rows: the inner loop of every PCA codec's
+// decoder (kvtc, uniform, svdq_split, palu, spectralquant, svdq's keys).
+//
+//   out[t, d] = mean[d] + sum_{j < k} lat[j, t] * basis[j, d]      t < n, d < D
+//
+// The sum starts at 0 and runs over j in order with one multiply-add per term (fused when the
+// target has FMA), and the mean is added last; the resident row codec (codecs/pca_codec.cpp)
+// sums a row in the same order, so both forms decode to the same floats.
+//
+//   unproject_rows_ref  plain scalar loops, the yardstick.
+//   unproject_rows      register-blocked AVX2/FMA kernel (6 rows x 16 columns of accumulators,
+//                       each element still summed by its own accumulator in j order): equal to
+//                       the reference bit for bit. Falls back to the reference without AVX2/FMA.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace vq::coding {
+
+/// One multiply-add, fused when the target has FMA (what the vector kernels do per lane).
+inline float madd(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+/// lat: [k, n] row-major (component-major); basis: [k, D] row-major; mean: [D]; out: [n, D].
+/// k may be 0 (every row is the mean).
+void unproject_rows_ref(const float* lat, int64_t k, int64_t n, const float* basis,
+                        const float* mean, int64_t D, float* out);
+void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
+                    int64_t D, float* out);
+
+}  // namespace vq::coding
