@@ -13,7 +13,9 @@
 // One shot (the prefill protocol): the context's queries give the statistics, every context
 // token is scored once. Decode: the statistics accumulate over every query seen; when the cache
 // is over budget the held tokens are scored with them and the lowest non-sink leaves (kvpress
-// compresses the prefill only).
+// compresses the prefill only). rescore=r > 1 rescores the held tokens every r-th eviction only:
+// in between, tokens that arrived since the last rescore are kept (score +inf) and the lowest of
+// the last scores leaves, so the O(n * D^2) rescoring is paid once per r tokens.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -175,12 +177,15 @@ class EAScorer final : public OneShotScorer {
 class EACache final : public eviction::EvictionCache {
  public:
   EACache(const CacheConfig& c, const CacheContext& ctx)
-      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")), p_(c) {}
+      : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
+        p_(c),
+        rescore_(c.get_int("rescore")) {}
 
  protected:
   void on_shape_known(int64_t B, int64_t H) override {
     EvictionCache::on_shape_known(B, H);
     stats_.assign(static_cast<size_t>(B * H), {});
+    since_.assign(static_cast<size_t>(B * H), 0);
   }
 
   void on_token(eviction::HeadState& st, const float* k, const float* v,
@@ -199,8 +204,16 @@ class EACache final : public eviction::EvictionCache {
         hs[static_cast<size_t>(g)].add(qbuf_.data(), D);
       }
     }
-    append(st, k, v, pos, 0.0);
+    const int64_t slot = append(st, k, v, pos, 0.0);
     if (!over_budget(st)) return;
+    int64_t& since = since_[head_index(st)];
+    if (rescore_ > 1 && since > 0 && since < rescore_) {  // between rescores: the newcomer waits
+      st.score[static_cast<size_t>(slot)] = std::numeric_limits<double>::infinity();
+      since += 1;
+      evict_lowest(st, std::numeric_limits<int64_t>::max());
+      return;
+    }
+    since = 1;
     const int64_t n = st.n;
     kbuf_.resize(static_cast<size_t>(n * D));
     vbuf_.resize(static_cast<size_t>(n * D));
@@ -217,13 +230,15 @@ class EACache final : public eviction::EvictionCache {
 
  private:
   EAParams p_;
+  int64_t rescore_;
+  std::vector<int64_t> since_;  // per (b, h): evictions since the last rescore (0: never scored)
   std::vector<std::vector<QueryStats>> stats_;  // per (b, h): one per query head of the group
   std::vector<double> qbuf_, sc_;
   std::vector<float> kbuf_, vbuf_;
   int64_t policy_bytes() const override {
     int64_t b = eviction::buffer_bytes(stats_) + eviction::buffer_bytes(qbuf_) +
                 eviction::buffer_bytes(sc_) + eviction::buffer_bytes(kbuf_) +
-                eviction::buffer_bytes(vbuf_);
+                eviction::buffer_bytes(vbuf_) + eviction::buffer_bytes(since_);
     for (const auto& hs : stats_)
       for (const auto& s : hs) b += eviction::buffer_bytes(s.sum) + eviction::buffer_bytes(s.outer);
     return b;
@@ -245,6 +260,8 @@ MethodInfo expected_attention_method_info() {
       opt_int("future", 512, 1, 1 << 20, "future positions the RoPE rotation is averaged over"),
       opt_bool("covariance", true, "include the queries' covariance term"),
       opt_bool("vnorm", true, "multiply the expected attention by ||v||"),
+      opt_int("rescore", 1, 1, 1 << 20,
+              "decode: rescore the held tokens every r-th eviction (newcomers kept until then)"),
   };
   eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
