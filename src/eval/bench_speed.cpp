@@ -218,6 +218,8 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
               {"curdkv_fast", "curdkv:" + b + ",rank_cap=" + std::to_string(opt.rank_cap)});
         else
           arms.push_back({m.id, m.id + ":" + b});
+        if (m.id == "expected_attention")  // its decode rescoring amortised over 64 evictions
+          arms.push_back({"expected_attention_rescore64", m.id + ":" + b + ",rescore=64"});
       }
       double fast_ns = 0;
       for (const auto& arm : arms) {
