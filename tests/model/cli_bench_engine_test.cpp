@@ -71,13 +71,16 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
 
 TEST(CliBenchEngine, BadOptionsAreRefusedNamingTheValue) {
   if (!vqtest::have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";
-  const std::string base = "bench engine --shape tiny --decode-steps 2 --contexts 16 ";
-  for (const auto& [args, value] : {std::pair<std::string, std::string>{"--weights q3_z", "q3_z"},
-                                    {"--shape 7b", "7b"},
-                                    {"--decode-steps 0", "decode steps 0"},
-                                    {"--contexts 999999999", "context 999999999"},
-                                    {"--threads 0", "--threads 0"}}) {
-    const CliRun r = run_cli(base + args);
+  // Every case would be quick if accepted (tiny shape, one short context), so a refusal is the
+  // only way to fail fast with the value in the message.
+  const std::string tiny = "--contexts 16 --decode-steps 2 ";
+  for (const auto& [args, value] :
+       {std::pair<std::string, std::string>{tiny + "--shape tiny --weights q3_z", "q3_z"},
+        {tiny + "--shape 7b", "7b"},
+        {"--shape tiny --contexts 16 --decode-steps 0", "decode steps 0"},
+        {"--shape tiny --decode-steps 2 --contexts 999999999", "context 999999999"},
+        {tiny + "--shape tiny --threads 0", "--threads 0"}}) {
+    const CliRun r = run_cli("bench engine " + args);
     EXPECT_NE(r.status, 0) << args << ": " << r.out;
     EXPECT_NE(r.out.find(value), std::string::npos) << args << ": " << r.out;
   }
