@@ -5,22 +5,19 @@
 #include <cstring>
 #include <vector>
 
+#include "model_test_util.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
 #include "veloxquant/threads.hpp"
 
 namespace {
 
+// The helpers' small GQA config, widened to whole Q4_K blocks (head_dim 64).
 vq::ModelConfig small_config() {
-  vq::ModelConfig c;
+  vq::ModelConfig c = vqtest::small_config(32, false);
   c.dim = 256;
   c.hidden_dim = 512;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
   c.vocab_size = 64;
-  c.seq_len = 32;
-  c.shared_classifier = false;
   return c;
 }
 
