@@ -107,7 +107,7 @@ float fma_loop(int64_t iters, float seed) {
   const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
   __m256 a[12];
   for (int k = 0; k < 12; ++k) a[k] = _mm256_set1_ps(seed + static_cast<float>(k));
-  for (int64_t i = 0; i < iters; ++i) {
+  for (int64_t i = 0; i < iters; ++i) {  // written out: each chain stays in its own register
     a[0] = _mm256_fmadd_ps(a[0], mul, add);
     a[1] = _mm256_fmadd_ps(a[1], mul, add);
     a[2] = _mm256_fmadd_ps(a[2], mul, add);
