@@ -80,6 +80,13 @@ uint64_t ggml_row_bytes(GgmlType t, int64_t n);
 /// Decode `n` values (a multiple of the block) stored as `t` at `src` into `dst`. Scalar code
 /// straight from the block layouts (see src/formats/ggml_types.cpp). Any bit pattern decodes.
 void ggml_dequantize(GgmlType t, const uint8_t* src, float* dst, int64_t n);
+/// The types ggml_quantize writes: F32, F16, BF16, Q8_0, Q4_K.
+bool ggml_type_quantizable(GgmlType t);
+/// Encode `n` fp32 values (a multiple of the block) as `t` into ggml_row_bytes(t, n) bytes at
+/// `dst` (src/formats/ggml_quantize.cpp): F16 / BF16 round to nearest even, Q8_0 as
+/// coding/ggml_blocks, Q4_K with a plain min/max fit per 32-value sub-block (no search).
+/// ggml_dequantize reads the bytes back. InvalidArgument for another type or a partial block.
+void ggml_quantize(GgmlType t, const float* src, uint8_t* dst, int64_t n);
 
 // ------------------------------------------------------------------------------------------------
 // Metadata values

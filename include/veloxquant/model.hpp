@@ -127,6 +127,15 @@ class Model {
   static Model load(const std::string& path);
   /// Deterministic random weights for tests and benchmarks (normal, std `scale`; norms near 1).
   static Model random(const ModelConfig& config, uint64_t seed, float scale = 0.1f);
+  /// Deterministic random weights held in memory as `type` (F32, F16, BF16, Q8_0 or Q4_K; see
+  /// ggml_quantize), for benchmarks at realistic shapes: a Llama model (adjacent-pair RoPE,
+  /// untied output unless config.shared_classifier). Each matrix row is drawn (uniform, std
+  /// `scale`, from a generator seeded by seed, tensor and row) and quantized straight into the
+  /// model's buffer, rows spread over the thread pool: no fp32 copy of a whole tensor is made and
+  /// the bytes are the same for any thread count. Norms are fp32 near 1. InvalidArgument for
+  /// another type or a width that is not a whole number of the type's blocks.
+  static Model random_typed(const ModelConfig& config, GgmlType type, uint64_t seed,
+                            float scale = 0.02f);
   /// Write as a llama2.c legacy checkpoint (with the legacy RoPE tables). Throws IoError.
   void save(const std::string& path) const;
 

@@ -59,6 +59,11 @@ class ModelWeights {
   /// FormatError for an unsupported architecture (named, with the supported list), a missing
   /// tensor or one of the wrong shape (named, with both shapes), or any reader refusal.
   static ModelWeights open(const std::string& path);
+  /// Weights made in memory (Model::random_typed): `tensors` by canonical name, their bytes kept
+  /// alive by `owner`. Every tensor open() requires for `config` must be present with its shape
+  /// (FormatError naming it otherwise); `label` stands in for the path in messages.
+  static ModelWeights from_memory(const ArchConfig& config, std::vector<WeightTensor> tensors,
+                                  std::shared_ptr<const void> owner, const std::string& label);
   /// "llama, qwen2" (GGUF) / "llama, mistral, qwen2" (config.json).
   static std::string supported_architectures();
 

@@ -12,6 +12,7 @@ namespace vq {
 struct ModelWeights::Holder {
   std::unique_ptr<GgufFile> gguf;
   std::unique_ptr<SafetensorsModel> st;
+  std::shared_ptr<const void> owned;  // from_memory's buffers
 };
 
 int64_t WeightTensor::numel() const {
@@ -89,6 +90,38 @@ int64_t gguf_int(const GgufFile& g, const std::string& key, int64_t lo, int64_t 
   return x;
 }
 
+// Every tensor the architecture of w.config() needs, with its shape (FormatError otherwise).
+void require_tensors(const ModelWeights& w, const std::string& path) {
+  const ArchConfig& c = w.config();
+  auto need = [&](const std::string& name, std::vector<int64_t> shape) {
+    const WeightTensor* t = w.find(name);
+    VQ_CHECK(t != nullptr, FormatError, path, ": tensor ", name, " is missing");
+    VQ_CHECK(t->shape == shape, FormatError, path, ": tensor ", name, " (", t->source,
+             ") has shape ", shape_str(t->shape), ", expected ", shape_str(shape));
+  };
+  const int64_t q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
+  need("token_embd.weight", {c.vocab_size, c.dim});
+  need("output_norm.weight", {c.dim});
+  if (!c.tied_output) need("output.weight", {c.vocab_size, c.dim});
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    need(b + "attn_norm.weight", {c.dim});
+    need(b + "attn_q.weight", {q, c.dim});
+    need(b + "attn_k.weight", {kv, c.dim});
+    need(b + "attn_v.weight", {kv, c.dim});
+    need(b + "attn_output.weight", {c.dim, q});
+    need(b + "ffn_norm.weight", {c.dim});
+    need(b + "ffn_gate.weight", {c.hidden_dim, c.dim});
+    need(b + "ffn_up.weight", {c.hidden_dim, c.dim});
+    need(b + "ffn_down.weight", {c.dim, c.hidden_dim});
+    if (c.qkv_bias) {
+      need(b + "attn_q.bias", {q});
+      need(b + "attn_k.bias", {kv});
+      need(b + "attn_v.bias", {kv});
+    }
+  }
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::open(const std::string& path) {
@@ -162,34 +195,24 @@ ModelWeights ModelWeights::open(const std::string& path) {
     c.tied_output = !w.tensors_.count("output.weight");
   }
   VQ_CHECK(c.head_dim % 2 == 0, FormatError, path, ": head_dim ", c.head_dim, " is odd");
-  // Every tensor the architecture needs, with its shape.
-  auto need = [&](const std::string& name, std::vector<int64_t> shape) {
-    const WeightTensor* t = w.find(name);
-    VQ_CHECK(t != nullptr, FormatError, path, ": tensor ", name, " is missing");
-    VQ_CHECK(t->shape == shape, FormatError, path, ": tensor ", name, " (", t->source,
-             ") has shape ", shape_str(t->shape), ", expected ", shape_str(shape));
-  };
-  const int64_t q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
-  need("token_embd.weight", {c.vocab_size, c.dim});
-  need("output_norm.weight", {c.dim});
-  if (!c.tied_output) need("output.weight", {c.vocab_size, c.dim});
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    need(b + "attn_norm.weight", {c.dim});
-    need(b + "attn_q.weight", {q, c.dim});
-    need(b + "attn_k.weight", {kv, c.dim});
-    need(b + "attn_v.weight", {kv, c.dim});
-    need(b + "attn_output.weight", {c.dim, q});
-    need(b + "ffn_norm.weight", {c.dim});
-    need(b + "ffn_gate.weight", {c.hidden_dim, c.dim});
-    need(b + "ffn_up.weight", {c.hidden_dim, c.dim});
-    need(b + "ffn_down.weight", {c.dim, c.hidden_dim});
-    if (c.qkv_bias) {
-      need(b + "attn_q.bias", {q});
-      need(b + "attn_k.bias", {kv});
-      need(b + "attn_v.bias", {kv});
-    }
+  require_tensors(w, path);
+  return w;
+}
+
+ModelWeights ModelWeights::from_memory(const ArchConfig& config, std::vector<WeightTensor> tensors,
+                                       std::shared_ptr<const void> owner,
+                                       const std::string& label) {
+  ModelWeights w;
+  w.path_ = label;
+  w.holder_ = std::make_shared<Holder>();
+  w.holder_->owned = std::move(owner);
+  w.config_ = config;
+  for (WeightTensor& t : tensors) {
+    const std::string name = t.name;
+    w.tensors_[name] = std::move(t);
   }
+  VQ_CHECK(config.head_dim % 2 == 0, FormatError, label, ": head_dim ", config.head_dim, " is odd");
+  require_tensors(w, label);
   return w;
 }
 

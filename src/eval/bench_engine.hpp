@@ -1,0 +1,84 @@
+// `veloxquant bench engine`: the inference engine on random-weight Llama-shaped models built in
+// memory (Model::random_typed) at realistic shapes, next to the machine's physical limits
+// measured in the same run:
+//   bandwidth  a STREAM-style copy between two large arrays on every thread (bytes read + bytes
+//              written per second, STREAM's convention)
+//   fma peak   a register-resident loop of independent fused multiply-adds on every thread
+//              (AVX2 + FMA when compiled for it), 2 FLOP per lane per FMA
+// Rows: prefill tokens/s over `prefill_tokens` tokens (FLOP/s / fma peak), and per method and
+// context C decode tokens/s after a prefill of C tokens (tokens/s x bytes read per token /
+// bandwidth, and tokens/s / full's at the same context). Bytes read per decode token are the
+// weight bytes a step reads (every layer matrix, the output matrix, the norms, one embedding
+// row, in their allocated sizes) plus the caches' resident K/V content bytes (CacheStats).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace vq::bench {
+
+struct EngineBenchOptions {
+  std::string shape = "1b";  ///< "1b" (dim 2048, 16 layers, 32/8 heads, hidden 8192, vocab 32000)
+                             ///< or "tiny" (a small model for tests)
+  std::vector<std::string> weights{"q8_0", "q4_k", "bf16"};  ///< f32 f16 bf16 q8_0 q4_k
+  std::vector<int64_t> contexts{512, 4096};
+  std::vector<std::string> methods{"full", "h2o:budget=1024", "q8_0", "kvtc"};
+  int64_t prefill_tokens = 512;
+  int64_t decode_steps = 16;
+  uint64_t seed = 1;
+  std::function<void(const std::string&)> progress;  ///< called before each step (may be empty)
+};
+
+struct EngineLimits {
+  int threads = 0;
+  double copy_bytes = 0;   ///< bytes of one array of the copy
+  double bandwidth = 0;    ///< bytes/s (read + written)
+  double fma_flops = 0;    ///< FLOP/s
+  std::string fma_kernel;  ///< "avx2-fma" or "scalar"
+};
+
+struct EngineRow {
+  std::string weights;  ///< weight type
+  std::string kind;     ///< "prefill" or "decode"
+  std::string method;   ///< cache spec
+  int64_t context = 0;  ///< prefill: tokens; decode: tokens in the context before the steps
+  int64_t tokens = 0;   ///< tokens timed
+  double seconds = 0;
+  double tokens_per_s = 0;
+  double weight_bytes = 0;  ///< decode: weight bytes read per token
+  double kv_bytes = 0;      ///< decode: K/V content bytes resident (mean over the steps)
+  double flops = 0;         ///< prefill: FLOP of the timed prefill
+  double bound_ratio = 0;   ///< decode: tok/s x bytes / bandwidth; prefill: FLOP/s / fma peak
+  double vs_full = 0;       ///< decode: tok/s / full's tok/s at this context (0 = no full row)
+  /// The goal for the row and whether this run met it: prefill FLOP/s >= 0.5 of the fma
+  /// peak; decode >= 0.7 of the bandwidth bound; and for a method other than full at the
+  /// largest context also tok/s >= 0.9x full's.
+  std::string goal;
+  bool goal_met = false;
+  std::string error;  ///< the method failed (message); other fields unset
+};
+
+struct EngineModelInfo {
+  std::string weights;
+  double params = 0;        ///< values in all weight tensors
+  double weight_bytes = 0;  ///< bytes of all weight tensors as allocated
+  double build_seconds = 0;
+};
+
+struct EngineBenchResult {
+  EngineLimits limits;
+  std::vector<EngineModelInfo> models;
+  std::vector<EngineRow> rows;
+};
+
+/// Validates the options first (InvalidArgument naming the value: an unknown shape or weight type,
+/// a context or token count outside [1, 131072], decode_steps outside [1, 4096], no methods).
+EngineBenchResult run_engine_bench(const EngineBenchOptions& opt);
+
+/// The measurements on their own (also used by tests).
+double measure_copy_bandwidth(int64_t bytes_per_array, double min_seconds);
+double measure_fma_peak(double min_seconds, std::string* kernel = nullptr);
+
+}  // namespace vq::bench

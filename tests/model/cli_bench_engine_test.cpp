@@ -1,0 +1,89 @@
+// `veloxquant bench engine --shape tiny` through the built CLI: the JSON's fields and the
+// refusal of bad options.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "model_test_util.hpp"
+
+namespace {
+
+using vqtest::CliRun;
+using vqtest::run_cli;
+
+TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
+  if (!vqtest::have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";
+  vqtest::TempFile json("bench_engine.json");
+  const CliRun r = run_cli(
+      "bench engine --shape tiny --weights q8_0,q4_k --contexts 32,64 --prefill-tokens 32 "
+      "--decode-steps 4 --threads 2 --methods 'full;h2o:budget=16;q8_0' --json '" +
+      json.path() + "'");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("stream copy"), std::string::npos) << r.out;
+  std::ifstream f(json.path());
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["benchmark"], "engine");
+  EXPECT_EQ(j["limits"]["threads"], 2);
+  EXPECT_GT(j["limits"]["stream_copy_bytes_per_s"].get<double>(), 0);
+  EXPECT_GT(j["limits"]["fma_peak_flops_per_s"].get<double>(), 0);
+  ASSERT_EQ(j["models"].size(), 2u);
+  EXPECT_GT(j["models"][0]["weight_bytes"].get<double>(),
+            j["models"][1]["weight_bytes"].get<double>());
+  // Per weight type: one prefill row and 2 contexts x 3 methods of decode rows.
+  ASSERT_EQ(j["rows"].size(), 14u) << j.dump(1);
+  std::set<std::string> seen;
+  double full_kv_64 = 0, h2o_kv_64 = 0;
+  for (const auto& row : j["rows"]) {
+    ASSERT_FALSE(row.contains("error")) << row.dump();
+    seen.insert(row["weights"].get<std::string>() + "/" + row["kind"].get<std::string>());
+    EXPECT_GT(row["tokens_per_s"].get<double>(), 0) << row.dump();
+    EXPECT_GT(row["bound_ratio"].get<double>(), 0) << row.dump();
+    EXPECT_TRUE(row["goal_met"].is_boolean());
+    if (row["kind"] == "prefill") {
+      EXPECT_EQ(row["bound"], "fma_peak");
+      EXPECT_NEAR(
+          row["bound_ratio"].get<double>(),
+          row["flops_per_s"].get<double>() / j["limits"]["fma_peak_flops_per_s"].get<double>(),
+          1e-9);
+    } else {
+      EXPECT_EQ(row["bound"], "stream_copy_bandwidth");
+      EXPECT_GT(row["weight_bytes_per_token"].get<double>(), 0);
+      EXPECT_GT(row["kv_bytes_per_token"].get<double>(), 0);
+      EXPECT_NEAR(row["bound_ratio"].get<double>(),
+                  row["tokens_per_s"].get<double>() * row["bytes_per_token"].get<double>() /
+                      j["limits"]["stream_copy_bytes_per_s"].get<double>(),
+                  1e-9);
+      EXPECT_TRUE(row.contains("vs_full")) << row.dump();
+      if (row["weights"] == "q8_0" && row["context"] == 64) {
+        if (row["method"] == "full") full_kv_64 = row["kv_bytes_per_token"].get<double>();
+        if (row["method"] == "h2o:budget=16") h2o_kv_64 = row["kv_bytes_per_token"].get<double>();
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 4u);
+  // The eviction cache holds 16 of the 64+ tokens: it reads fewer K/V bytes than full.
+  EXPECT_GT(full_kv_64, 2 * h2o_kv_64);
+  EXPECT_GT(h2o_kv_64, 0);
+}
+
+TEST(CliBenchEngine, BadOptionsAreRefusedNamingTheValue) {
+  if (!vqtest::have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";
+  // Every case would be quick if accepted (tiny shape, one short context), so a refusal is the
+  // only way to fail fast with the value in the message.
+  const std::string tiny = "--contexts 16 --decode-steps 2 ";
+  for (const auto& [args, value] :
+       {std::pair<std::string, std::string>{tiny + "--shape tiny --weights q3_z", "q3_z"},
+        {tiny + "--shape 7b", "7b"},
+        {"--shape tiny --contexts 16 --decode-steps 0", "decode steps 0"},
+        {"--shape tiny --decode-steps 2 --contexts 999999999", "context 999999999"},
+        {tiny + "--shape tiny --threads 0", "--threads 0"}}) {
+    const CliRun r = run_cli("bench engine " + args);
+    EXPECT_NE(r.status, 0) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(value), std::string::npos) << args << ": " << r.out;
+  }
+}
+
+}  // namespace
