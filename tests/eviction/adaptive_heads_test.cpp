@@ -86,13 +86,6 @@ TEST(AdaptiveHeads, SafeguardOutsideTheRangeIsRefused) {
   EXPECT_EQ(spec.to_string(), "knorm:heads=adaptive,safeguard=0.5");
 }
 
-std::vector<std::string> scored_ids() {
-  std::vector<std::string> ids;
-  for (const auto& m : vq::methods())
-    if (m.make_scorer) ids.push_back(m.id);
-  return ids;
-}
-
 // --keep-policy: after the one-shot compression to 20 per head, the method's own policy holds
 // every head at 20 through the continuation (without it, the continuation is appended).
 TEST(KeepPolicy, EveryScoredMethodHoldsItsCompressedSize) {
@@ -100,8 +93,8 @@ TEST(KeepPolicy, EveryScoredMethodHoldsItsCompressedSize) {
   const auto K = vqtest::random_tensor(1, H, S + more, D, 1),
              V = vqtest::random_tensor(1, H, S + more, D, 2);
   const auto Q = vqtest::random_tensor(1, 2 * H, S + more, D, 3);
-  ASSERT_GE(scored_ids().size(), 8u);
-  for (const std::string& id : scored_ids()) {
+  ASSERT_GE(famtest::scored_ids().size(), 8u);
+  for (const std::string& id : famtest::scored_ids()) {
     const std::string spec = id == "snapkv" ? "snapkv:window=16" : id;
     auto cache = vq::eviction::make_one_shot_cache(vq::eviction::parse_one_shot(spec), 0.75, D, 0,
                                                    1, 0, true);

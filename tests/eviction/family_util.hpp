@@ -6,12 +6,22 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "veloxquant/cache.hpp"
+#include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
 
 namespace famtest {
+
+/// Ids of the methods with one-shot scoring (MethodInfo::make_scorer), in registry order.
+inline std::vector<std::string> scored_ids() {
+  std::vector<std::string> ids;
+  for (const auto& m : vq::methods())
+    if (m.make_scorer) ids.push_back(m.id);
+  return ids;
+}
 
 /// Kept positions of head (b, h), ascending.
 inline std::vector<int64_t> kept(const vq::KVCache& c, int64_t b = 0, int64_t h = 0) {

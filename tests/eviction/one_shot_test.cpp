@@ -365,20 +365,13 @@ TEST(OneShotScore, WindowedRulesMatchTheirDecodeCachesFirstEviction) {
 
 // ---- the cache -----------------------------------------------------------------------------
 
-std::vector<std::string> scored_ids() {
-  std::vector<std::string> ids;
-  for (const auto& m : vq::methods())
-    if (m.make_scorer) ids.push_back(m.id);
-  return ids;
-}
-
 TEST(OneShotCache, EveryScoredMethodKeepsItsShareThenAppends) {
   const int64_t H = 2, S = 80, D = 8;
   const auto K = vqtest::random_tensor(1, H, S + 3, D, 1),
              V = vqtest::random_tensor(1, H, S + 3, D, 2);
   const auto Q = vqtest::random_tensor(1, 2 * H, S + 3, D, 3);
-  ASSERT_GE(scored_ids().size(), 8u);
-  for (const std::string& id : scored_ids()) {
+  ASSERT_GE(famtest::scored_ids().size(), 8u);
+  for (const std::string& id : famtest::scored_ids()) {
     const std::string spec = id == "snapkv" ? "snapkv:window=16" : id;
     auto cache = vq::eviction::make_one_shot_cache(vq::eviction::parse_one_shot(spec), 0.75, D);
     const vq::Tensor q = Q.slice_tokens(0, S);
