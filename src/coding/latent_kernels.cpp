@@ -100,6 +100,12 @@ void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, 
                     int64_t D, float* out) {
   // Row blocks outermost, each block's latents first packed ([j][kRows]) so that its broadcasts
   // read one contiguous run instead of k strided cache lines; the basis streams past from L2.
+  if (n <= 0) return;
+  if (k == 0) {  // no components (lat and basis may be null): the mean, as the reference adds it
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t d = 0; d < D; ++d) out[t * D + d] = mean[d] + 0.0f;
+    return;
+  }
   std::vector<float> packed(static_cast<size_t>(k * kRows));
   int64_t t = 0;
   for (; t + kRows <= n; t += kRows) {
