@@ -33,6 +33,7 @@ class CurDKVCache final : public eviction::EvictionCache {
         recent_(c.get_int("recent")),
         mean_score_(c.get_string("score") == "mean"),
         use_queries_(c.get_string("query") == "true"),
+        refresh_(c.get_int("refresh")),
         reference_(c.get_string("solver") == "reference"),
         solver_(c.get_string("solver") == "fast" ? eviction::LeverageSolver::one_iteration
                                                  : eviction::LeverageSolver::converged) {}
@@ -66,6 +67,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   void on_shape_known(int64_t B, int64_t H) override {
     EvictionCache::on_shape_known(B, H);
     trackers_.assign(static_cast<size_t>(B * H), SubspaceLeverage(solver_));
+    for (auto& t : trackers_) t.set_refresh(refresh_);
     generation_.assign(static_cast<size_t>(B * H), 0);
   }
 
@@ -119,10 +121,7 @@ class CurDKVCache final : public eviction::EvictionCache {
     const bool proportional = had_stored && (!use_queries_ || q.G <= 1);
     double seed;
     if (proportional) {
-      attn_.resize(static_cast<size_t>(n));
-      tmp_.resize(static_cast<size_t>(n));
-      eviction::driving_attention(keys(st), n, k, q, use_queries_, attn_.data(), tmp_.data());
-      const double a_new = attn_[static_cast<size_t>(slot)];
+      const double a_new = newcomer_attention(st, slot, k, q);
       // the newcomer's value as the store holds it (the rows of W are stored values)
       vrow_.resize(static_cast<size_t>(D));
       values(st).read(slot, 1, vrow_.data());
@@ -130,11 +129,40 @@ class CurDKVCache final : public eviction::EvictionCache {
       for (int64_t d = 0; d < D; ++d)
         wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
       seed = std::move(*block).seed_scaled(1.0 - a_new, wnew_.data(), D);
+    } else if (had_stored && fast_path()) {
+      // several query heads: the old rows' new weights are not one common rescaling, but they
+      // keep their slots, so the seed reweights the scored block's per-slot projections
+      attn_.resize(static_cast<size_t>(n));
+      tmp_.resize(static_cast<size_t>(n));
+      eviction::driving_attention(keys(st), n, k, q, use_queries_, attn_.data(), tmp_.data());
+      const double a_new = attn_[static_cast<size_t>(slot)];
+      vrow_.resize(static_cast<size_t>(D));
+      values(st).read(slot, 1, vrow_.data());
+      wnew_.resize(D);
+      for (int64_t d = 0; d < D; ++d)
+        wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
+      seed = std::move(*block).seed_reweighted(attn_.data(), wnew_.data(), D);
     } else {
       weighted_block(st, n, k, q);
       seed = lev.last_row(W_, n, rank_cap_);
     }
     st.score[static_cast<size_t>(slot)] = seed;
+  }
+
+  // The newcomer's share a'_new of the attention over the enlarged block [0, n0] (slot = n0),
+  // from the scored block's attention attn_[0, n0) and two logits instead of another pass:
+  // for any stored j, sum_i exp(s_i - s_new) = exp(s_j - s_new) / a_j, so
+  // a'_new = 1 / (1 + exp(s_j - s_new) / a_j); j = the largest a_j keeps the division exact.
+  double newcomer_attention(const eviction::HeadState& st, int64_t slot, const float* k,
+                            const eviction::QueryRows& q) const {
+    const float* qv = use_queries_ && q.G == 1 ? q.row(0) : k;
+    int64_t j = 0;
+    for (int64_t i = 1; i < slot; ++i)
+      if (attn_[static_cast<size_t>(i)] > attn_[static_cast<size_t>(j)]) j = i;
+    const double scale = static_cast<double>(1.0f / std::sqrt(static_cast<float>(head_dim())));
+    const double s_j = static_cast<double>(eviction::row_dot(keys(st), j, qv)) * scale;
+    const double s_new = static_cast<double>(eviction::row_dot(keys(st), slot, qv)) * scale;
+    return 1.0 / (1.0 + std::exp(s_j - s_new) / attn_[static_cast<size_t>(j)]);
   }
 
   void accumulate(eviction::HeadState& st) {
@@ -165,6 +193,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   int64_t recent_;
   bool mean_score_;
   bool use_queries_;
+  int64_t refresh_;
   bool reference_;
   eviction::LeverageSolver solver_;
   // solver=fast: the one-iteration tracker on the stored values, told about every slot change
@@ -206,6 +235,9 @@ MethodInfo curdkv_method_info() {
                  "eviction key: summed leverage, or leverage per update received"),
       opt_choice("query", "true", {"true", "proxy"},
                  "attention source: true queries when supplied, or the key-as-query proxy"),
+      opt_int("refresh", 1, 1, 4096,
+              "solver=fast: iterate the leverage subspace every this many tokens (1: every "
+              "token); in between, tokens are scored against the last basis"),
       opt_choice("solver", "fast", {"fast", "exact", "reference"},
                  "leverage routine: tracked subspace (fast), converged Gram subspace (exact), or "
                  "the full-SVD oracle"),

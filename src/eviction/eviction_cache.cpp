@@ -371,6 +371,28 @@ void softmax_into(const store::RowSource& K, int64_t n, const float* q, float sc
 }
 }  // namespace
 
+namespace {
+// k . q with eight partial sums over d mod 8, the tail, then the partials combined in a fixed
+// order (row_dots and row_dot share it, so a logit does not depend on which one computed it).
+inline float fixed_order_dot(const float* k, const float* qv, int64_t D) {
+  const int64_t D8 = D / 8 * 8;
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t d = 0; d < D8; d += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += k[d + j] * qv[d + j];
+  float tail = 0.0f;
+  for (int64_t d = D8; d < D; ++d) tail += k[d] * qv[d];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+}  // namespace
+
+float row_dot(const store::RowSource& K, int64_t i, const float* q) {
+  const int64_t D = K.dim();
+  if (t_block.rows() < store::kReadBlock || t_block.cols() != D)
+    t_block.resize(store::kReadBlock, D);
+  K.read(i, 1, t_block.data());
+  return fixed_order_dot(t_block.data(), q, D);
+}
+
 void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) {
   const int64_t D = K.dim();
   if (t_query.size() < D) t_query.resize(D);
@@ -382,20 +404,10 @@ void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) 
   // address, so two equal rows could get logits that differ in the last bit; here equal rows get
   // equal logits wherever they sit (ties stay ties, e.g. tova's).
   const float* qv = t_query.data();
-  const int64_t D8 = D / 8 * 8;
   for (int64_t first = 0; first < n; first += store::kReadBlock) {
     const int64_t m = std::min(store::kReadBlock, n - first);
     K.read(first, m, t_block.data());
-    for (int64_t i = 0; i < m; ++i) {
-      const float* k = t_block.data() + i * D;
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int64_t d = 0; d < D8; d += 8)
-        for (int j = 0; j < 8; ++j) acc[j] += k[d + j] * qv[d + j];
-      float tail = 0.0f;
-      for (int64_t d = D8; d < D; ++d) tail += k[d] * qv[d];
-      out[first + i] =
-          ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-    }
+    for (int64_t i = 0; i < m; ++i) out[first + i] = fixed_order_dot(t_block.data() + i * D, qv, D);
   }
 }
 

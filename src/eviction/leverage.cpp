@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "veloxquant/errors.hpp"
 
@@ -161,6 +164,44 @@ double SubspaceLeverage::Block::seed_scaled(double c, const double* w_new, int64
   return t.seed_scaled(c, w_new, D, rank_cap_);
 }
 
+double SubspaceLeverage::Block::seed_reweighted(const double* b, const double* w_new,
+                                                int64_t D) && {
+  VQ_CHECK(owner_ != nullptr && call_ == owner_->calls_, Error,
+           "SubspaceLeverage: a Block was used after a newer scoring call (or twice)");
+  SubspaceLeverage& t = *owner_;
+  ++t.calls_;
+  owner_ = nullptr;
+  return t.seed_reweighted(b, w_new, D, rank_cap_);
+}
+
+double SubspaceLeverage::seed_reweighted(const double* b, const double* w_new, int64_t D,
+                                         int64_t rank_cap) {
+  VQ_CHECK(V_ != nullptr, Error,
+           "SubspaceLeverage::seed_reweighted needs the block of a preceding stored_scaled()");
+  const int64_t n = n_prev_;  // vn_[0, n) is current after any stored_scaled() with n > 0
+  // The old rows keep their slots and V Q rows; only their weights change: W = diag(b) V.
+  double trace = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float bi = static_cast<float>(b[i]);
+    af_[static_cast<size_t>(i)] = bi;
+    trace += static_cast<double>(bi * bi) * static_cast<double>(vn_[static_cast<size_t>(i)]);
+  }
+  trace_prev_ = trace;
+  if (!(trace > 0)) {  // the old rows carry no energy: w_new is the block's only direction
+    const double wn2 = Eigen::Map<const Eigen::VectorXd>(w_new, D).squaredNorm();
+    return wn2 > 0 ? 1.0 : 0.0;
+  }
+  if (block_ready_ && p_padded_) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float bi = af_[static_cast<size_t>(i)];
+      const float* vq = VQ_.data() + i * kp_;
+      float* p = Pp_.data() + i * kp_;
+      for (int64_t j = 0; j < kp_; ++j) p[j] = bi * vq[j];
+    }
+  }
+  return seed_scaled(1.0, w_new, D, rank_cap);
+}
+
 double SubspaceLeverage::seed_scaled(double c, const double* w_new, int64_t D, int64_t rank_cap) {
   Eigen::Map<const Eigen::VectorXd> w(w_new, D);
   const int64_t n = n_prev_ + 1;
@@ -204,6 +245,7 @@ Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& SubspaceL
 void SubspaceLeverage::stored_block(int64_t n, int64_t rank_cap, double* out) {
   const int64_t D = Wf_.cols();
   n_prev_ = n;
+  V_ = nullptr;  // no stored_scaled block now
   block_ready_ = false;
   vq_ok_ = false;  // Qf_ may change here without VQ_ following it
   p_padded_ = false;
@@ -257,6 +299,7 @@ void SubspaceLeverage::row_moved(int64_t from, int64_t to) {
   }
   std::copy_n(VQ_.begin() + from * kp_, kp_, VQ_.begin() + to * kp_);
   vn_[static_cast<size_t>(to)] = vn_[static_cast<size_t>(from)];
+  qn_[static_cast<size_t>(to)] = qn_[static_cast<size_t>(from)];
   vq_row_ok_[static_cast<size_t>(to)] = 1;
 }
 
@@ -291,6 +334,111 @@ inline void project_rows(const float* A, int64_t D, int64_t kp, const float* Q, 
   }
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+// AVX2 (16 ymm registers): the Lanes16 kernels above keep 8 rows x 2 registers of accumulators
+// plus their operands live and spill; these keep 4 rows (8 accumulators). Every output element
+// is still one fused multiply-add per term in increasing d (project) or increasing row
+// (accumulate) order, so the blocking does not change a result.
+inline void project4(const float* A, int64_t D, int64_t kp, const float* Q, float* P) {
+  for (int64_t jb = 0; jb < kp; jb += 16) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, d0 = a0, d1 = a0;
+    for (int64_t d = 0; d < D; ++d) {
+      const __m256 q0 = _mm256_loadu_ps(Q + d * kp + jb), q1 = _mm256_loadu_ps(Q + d * kp + jb + 8);
+      __m256 x = _mm256_broadcast_ss(A + d);
+      a0 = _mm256_fmadd_ps(x, q0, a0);
+      a1 = _mm256_fmadd_ps(x, q1, a1);
+      x = _mm256_broadcast_ss(A + D + d);
+      b0 = _mm256_fmadd_ps(x, q0, b0);
+      b1 = _mm256_fmadd_ps(x, q1, b1);
+      x = _mm256_broadcast_ss(A + 2 * D + d);
+      c0 = _mm256_fmadd_ps(x, q0, c0);
+      c1 = _mm256_fmadd_ps(x, q1, c1);
+      x = _mm256_broadcast_ss(A + 3 * D + d);
+      d0 = _mm256_fmadd_ps(x, q0, d0);
+      d1 = _mm256_fmadd_ps(x, q1, d1);
+    }
+    float* o = P + jb;
+    _mm256_storeu_ps(o, a0);
+    _mm256_storeu_ps(o + 8, a1);
+    _mm256_storeu_ps(o + kp, b0);
+    _mm256_storeu_ps(o + kp + 8, b1);
+    _mm256_storeu_ps(o + 2 * kp, c0);
+    _mm256_storeu_ps(o + 2 * kp + 8, c1);
+    _mm256_storeu_ps(o + 3 * kp, d0);
+    _mm256_storeu_ps(o + 3 * kp + 8, d1);
+  }
+}
+
+inline void project1(const float* A, int64_t D, int64_t kp, const float* Q, float* P) {
+  for (int64_t jb = 0; jb < kp; jb += 16) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    for (int64_t d = 0; d < D; ++d) {
+      const __m256 x = _mm256_broadcast_ss(A + d);
+      a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(Q + d * kp + jb), a0);
+      a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(Q + d * kp + jb + 8), a1);
+    }
+    _mm256_storeu_ps(P + jb, a0);
+    _mm256_storeu_ps(P + jb + 8, a1);
+  }
+}
+
+void project(const float* A, int64_t n, int64_t D, int64_t kp, const float* Q, float* P) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) project4(A + i * D, D, kp, Q, P + i * kp);
+  for (; i < n; ++i) project1(A + i * D, D, kp, Q, P + i * kp);
+}
+
+// Y[D, kp] += A[n, D]^T P[n, kp]: a 4 x 16 tile of Y stays in registers over all n rows.
+void accumulate_product(const float* A, int64_t n, int64_t D, int64_t kp, const float* P,
+                        float* Y) {
+  for (int64_t jb = 0; jb < kp; jb += 16) {
+    int64_t d = 0;
+    for (; d + 4 <= D; d += 4) {
+      float* y = Y + d * kp + jb;
+      __m256 y00 = _mm256_loadu_ps(y), y01 = _mm256_loadu_ps(y + 8);
+      __m256 y10 = _mm256_loadu_ps(y + kp), y11 = _mm256_loadu_ps(y + kp + 8);
+      __m256 y20 = _mm256_loadu_ps(y + 2 * kp), y21 = _mm256_loadu_ps(y + 2 * kp + 8);
+      __m256 y30 = _mm256_loadu_ps(y + 3 * kp), y31 = _mm256_loadu_ps(y + 3 * kp + 8);
+      for (int64_t r = 0; r < n; ++r) {
+        const __m256 p0 = _mm256_loadu_ps(P + r * kp + jb),
+                     p1 = _mm256_loadu_ps(P + r * kp + jb + 8);
+        const float* ar = A + r * D + d;
+        __m256 x = _mm256_broadcast_ss(ar);
+        y00 = _mm256_fmadd_ps(x, p0, y00);
+        y01 = _mm256_fmadd_ps(x, p1, y01);
+        x = _mm256_broadcast_ss(ar + 1);
+        y10 = _mm256_fmadd_ps(x, p0, y10);
+        y11 = _mm256_fmadd_ps(x, p1, y11);
+        x = _mm256_broadcast_ss(ar + 2);
+        y20 = _mm256_fmadd_ps(x, p0, y20);
+        y21 = _mm256_fmadd_ps(x, p1, y21);
+        x = _mm256_broadcast_ss(ar + 3);
+        y30 = _mm256_fmadd_ps(x, p0, y30);
+        y31 = _mm256_fmadd_ps(x, p1, y31);
+      }
+      _mm256_storeu_ps(y, y00);
+      _mm256_storeu_ps(y + 8, y01);
+      _mm256_storeu_ps(y + kp, y10);
+      _mm256_storeu_ps(y + kp + 8, y11);
+      _mm256_storeu_ps(y + 2 * kp, y20);
+      _mm256_storeu_ps(y + 2 * kp + 8, y21);
+      _mm256_storeu_ps(y + 3 * kp, y30);
+      _mm256_storeu_ps(y + 3 * kp + 8, y31);
+    }
+    for (; d < D; ++d) {
+      float* y = Y + d * kp + jb;
+      __m256 y0 = _mm256_loadu_ps(y), y1 = _mm256_loadu_ps(y + 8);
+      for (int64_t r = 0; r < n; ++r) {
+        const __m256 x = _mm256_broadcast_ss(A + r * D + d);
+        y0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(P + r * kp + jb), y0);
+        y1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(P + r * kp + jb + 8), y1);
+      }
+      _mm256_storeu_ps(y, y0);
+      _mm256_storeu_ps(y + 8, y1);
+    }
+  }
+}
+#else
 void project(const float* A, int64_t n, int64_t D, int64_t kp, const float* Q, float* P) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) project_rows<8>(A + i * D, D, kp, Q, P + i * kp);
@@ -335,6 +483,14 @@ void accumulate_product(const float* A, int64_t n, int64_t D, int64_t kp, const 
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) accumulate_rows<8>(A + i * D, D, kp, P + i * kp, Y);
   for (; i < n; ++i) accumulate_rows<1>(A + i * D, D, kp, P + i * kp, Y);
+}
+#endif
+
+// sum of x[j]^2 for j < m, in increasing j (one fixed order for every caller).
+float squared_norm(const float* x, int64_t m) {
+  float s = 0;
+  for (int64_t j = 0; j < m; ++j) s += x[j] * x[j];
+  return s;
 }
 
 // ||b||^2 - (b . z)^2 for z the unit eigenvector of the smallest eigenvalue of the symmetric
@@ -437,12 +593,19 @@ void SubspaceLeverage::score_scaled(const store::RowSource& V, const double* a, 
     const int64_t rows = std::max<int64_t>(n, 2 * static_cast<int64_t>(vq_row_ok_.size()));
     VQ_.assign(static_cast<size_t>(rows * kp), 0.0f);
     vn_.assign(static_cast<size_t>(rows), 0.0f);
+    qn_.assign(static_cast<size_t>(rows), 0.0f);
     vq_row_ok_.assign(static_cast<size_t>(rows), 0);
     all_stale = true;
   }
   if (static_cast<int64_t>(af_.size()) < n) af_.resize(static_cast<size_t>(n));
-  Eigen::Map<Eigen::VectorXd> l(out, n);
   if (tmp_.size() < n) tmp_.resize(std::max<int64_t>(n, 2 * tmp_.size()));
+  // Between refreshes the basis stays put: score against it from the per-slot cache.
+  if (refresh_ > 1 && !all_stale && since_iteration_ + 1 < refresh_ && Qf_.rows() == D &&
+      Qf_.cols() == k && static_cast<int64_t>(Qp_.size()) == D * kp &&
+      score_between_refreshes(V, a, n, closed, out))
+    return;
+  since_iteration_ = 0;
+  Eigen::Map<Eigen::VectorXd> l(out, n);
   auto norms = tmp_.head(n);
   // ||w_i||^2 = a_i^2 ||v_i||^2: W = diag(a) V is never formed (it would be an extra pass
   // over n x D values); each row's squared norm is kept while the row stays in its slot.
@@ -545,6 +708,8 @@ void SubspaceLeverage::score_scaled(const store::RowSource& V, const double* a, 
   std::fill(vq_row_ok_.begin(), vq_row_ok_.begin() + n, uint8_t{1});
   std::fill(vq_row_ok_.begin() + n, vq_row_ok_.end(), uint8_t{0});
   vq_ok_ = true;
+  for (int64_t i = 0; i < n; ++i)
+    qn_[static_cast<size_t>(i)] = squared_norm(VQ_.data() + i * kp, kp);
   // P = W Q = diag(a) (V Q), and the leverage ||p_i||^2 / ||W||_F^2.
   for (int64_t i = 0; i < n; ++i) {
     const float ai = af_[static_cast<size_t>(i)];
@@ -559,6 +724,52 @@ void SubspaceLeverage::score_scaled(const store::RowSource& V, const double* a, 
   }
   p_padded_ = true;
   block_ready_ = true;
+}
+
+bool SubspaceLeverage::score_between_refreshes(const store::RowSource& V, const double* a,
+                                               int64_t n, bool closed, double* out) {
+  const int64_t D = V.dim();
+  const int64_t kp = kp_;
+  // Rows that changed since the last call (the previous newcomer, rows moved by evictions that
+  // were not tracked): project them once against the unchanged basis.
+  if (static_cast<int64_t>(blk_.size()) < D) blk_.resize(static_cast<size_t>(D));
+  for (int64_t i = 0; i < n; ++i) {
+    if (vq_row_ok_[static_cast<size_t>(i)]) continue;
+    V.read(i, 1, blk_.data());
+    vn_[static_cast<size_t>(i)] = squared_norm(blk_.data(), D);
+    project(blk_.data(), 1, D, kp, Qp_.data(), VQ_.data() + i * kp);
+    qn_[static_cast<size_t>(i)] = squared_norm(VQ_.data() + i * kp, kp);
+    vq_row_ok_[static_cast<size_t>(i)] = 1;
+  }
+  vq_ok_ = true;
+  auto norms = tmp_.head(n);
+  Eigen::Map<Eigen::VectorXd> l(out, n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float ai = static_cast<float>(a[i]);
+    af_[static_cast<size_t>(i)] = ai;
+    norms(i) = static_cast<double>(ai * ai) * static_cast<double>(vn_[static_cast<size_t>(i)]);
+  }
+  trace_prev_ = norms.sum();
+  if (!(trace_prev_ > 0)) {
+    l.setZero();
+    return true;
+  }
+  if (static_cast<int64_t>(Pp_.size()) < n * kp) Pp_.resize(static_cast<size_t>(n * kp));
+  // P = W Q = diag(a) (V Q) for the seed; the leverage of row i is a_i^2 ||V_i Q||^2 / trace.
+  for (int64_t i = 0; i < n; ++i) {
+    const float ai = af_[static_cast<size_t>(i)];
+    const float* vq = VQ_.data() + i * kp;
+    float* p = Pp_.data() + i * kp;
+    for (int64_t j = 0; j < kp; ++j) p[j] = ai * vq[j];
+    l(i) = closed ? norms(i) / trace_prev_
+                  : static_cast<double>(ai * ai) *
+                        static_cast<double>(qn_[static_cast<size_t>(i)]) / trace_prev_;
+  }
+  p_padded_ = true;
+  block_ready_ = true;
+  ++since_iteration_;
+  ++reuses_;
+  return true;
 }
 
 double SubspaceLeverage::seed_tracked(double c, const double* w_new, int64_t D, int64_t r) {
@@ -629,7 +840,7 @@ int64_t SubspaceLeverage::bytes() const {
   };
   const auto v = [](const auto& x) { return static_cast<int64_t>(x.capacity() * sizeof(x[0])); };
   return e(G_) + e(Q_) + e(Z_) + e(T_) + e(Wf_) + e(Qf_) + e(Pf_) + e(Yf_) + e(Wuf_) + e(tmp_) +
-         v(Qp_) + v(VQ_) + v(Pp_) + v(Yp_) + v(af_) + v(vn_) + v(vq_row_ok_) + v(blk_);
+         v(Qp_) + v(VQ_) + v(Pp_) + v(Yp_) + v(af_) + v(vn_) + v(qn_) + v(vq_row_ok_) + v(blk_);
 }
 
 }  // namespace vq::eviction

@@ -64,6 +64,13 @@ class SubspaceLeverage {
       : solver_(solver), limits_(limits) {}
   LeverageSolver solver() const { return solver_; }
 
+  /// One-iteration solver only: iterate the subspace on every `every`-th stored_scaled() call
+  /// (1 = every call). In between, the basis stays where the last iteration left it and a call
+  /// reuses the per-slot V Q rows and their squared norms, so scoring costs O(n k) on top of
+  /// projecting the rows that changed; the seed still does its Rayleigh-Ritz in span(Q, w_new).
+  void set_refresh(int64_t every) { refresh_ = every < 1 ? 1 : every; }
+  int64_t refresh() const { return refresh_; }
+
   /// What a scoring call leaves behind for the newcomer's seed. The call order of a decode step
   /// is in the types: stored() / stored_scaled() score the kept block and return a Block; only a
   /// Block can seed the newcomer (`std::move(block).seed_scaled(...)`, once), and it must be
@@ -76,6 +83,11 @@ class SubspaceLeverage {
     /// Exact rank-one update of that call's Gram matrix (converged solver), or a Rayleigh-Ritz
     /// step in span(Q, w_new) (one-iteration solver).
     double seed_scaled(double c, const double* w_new, int64_t D) &&;
+    /// Leverage of w_new in [diag(b) V[0, n); w_new] for new per-row weights b (n values):
+    /// the enlarged block when the old rows' attention is not a common rescaling of the scored
+    /// one (several query heads per KV head). stored_scaled() blocks only; same Rayleigh-Ritz
+    /// step in span(Q, w_new) as seed_scaled, on the per-slot V Q rows.
+    double seed_reweighted(const double* b, const double* w_new, int64_t D) &&;
 
    private:
     friend class SubspaceLeverage;
@@ -110,6 +122,7 @@ class SubspaceLeverage {
   int64_t bytes() const;
 
   int64_t iterations() const { return iterations_; }  ///< total subspace iterations so far
+  int64_t reuses() const { return reuses_; }          ///< stored_scaled calls that kept the basis
   int64_t fallbacks() const {
     return fallbacks_;
   }  ///< full eigensolves (cold start/no convergence)
@@ -117,6 +130,7 @@ class SubspaceLeverage {
  private:
   bool one_iteration() const { return solver_ == LeverageSolver::one_iteration; }
   double seed_scaled(double c, const double* w_new, int64_t D, int64_t rank_cap);
+  double seed_reweighted(const double* b, const double* w_new, int64_t D, int64_t rank_cap);
   // fp32 block for the one-iteration solver: rows [0, n) of block(n, D) hold W, then
   // stored_block() scores them
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>& block(int64_t n,
@@ -142,7 +156,13 @@ class SubspaceLeverage {
   // Pp_ [n, kp_] = W Q (then it stands in for Pf_ in seed_tracked, see p_padded_); Yp_ [D, kp_].
   std::vector<float> Qp_, VQ_, Pp_, Yp_;
   std::vector<float> af_;
-  std::vector<float> vn_;  // [rows] ||V.row(i)||^2, cached with VQ_ (same validity)
+  std::vector<float> vn_;        // [rows] ||V.row(i)||^2, cached with VQ_ (same validity)
+  std::vector<float> qn_;        // [rows] ||VQ_.row(i)||^2, cached with VQ_ (same validity)
+  int64_t refresh_ = 1;          // iterate on every refresh_-th stored_scaled call
+  int64_t since_iteration_ = 0;  // stored_scaled calls since the basis last moved
+  // stored_scaled between refreshes: rows [0, n) scored against the unchanged basis
+  bool score_between_refreshes(const store::RowSource& V, const double* a, int64_t n, bool closed,
+                               double* out);
   // stored_scaled's V (the caller's matrix object): seed_tracked reads rows [0, n_prev_) of it
   const store::RowSource* V_ = nullptr;
   std::vector<float> blk_;  // one decoded block of V
@@ -155,7 +175,7 @@ class SubspaceLeverage {
   Eigen::VectorXd tmp_;
   int64_t n_prev_ = 0;
   double trace_prev_ = 0;
-  int64_t iterations_ = 0, fallbacks_ = 0;
+  int64_t iterations_ = 0, fallbacks_ = 0, reuses_ = 0;
 };
 
 }  // namespace vq::eviction

@@ -168,14 +168,23 @@ TEST(CurdkvReal, ExactSolverEqualsReferenceWhenTheRankCapTruncates) {
 TEST(CurdkvReal, FastSolverTracksTheReferenceWhenTheRankCapTruncates) {
   const RealStream* rs = real_stream(kTokens);
   if (!rs) GTEST_SKIP() << "babyllama-char.bin / tok105.bin / tinystories-val.txt not found";
-  // The fast solver runs one warm-started subspace iteration per token in fp32, so near-ties can
+  // The fast solver runs one warm-started subspace iteration per token (refresh=1) or per
+  // `refresh` tokens (the default, 16; in between the basis is held) in fp32, so near-ties can
   // resolve differently. What it must keep: nearly the same final token sets (>= 95% of slots).
-  const Agreement a = compare(*rs, "curdkv:budget=48,n_sink=4,rank_cap=4", "fast");
-  const double overlap = static_cast<double>(a.final_common) / static_cast<double>(a.final_slots);
-  std::printf("[ curdkv real ] fast, rank_cap 4: %lld/%lld steps identical, final overlap %.4f\n",
-              static_cast<long long>(a.steps_identical), static_cast<long long>(a.steps_compared),
-              overlap);
-  EXPECT_GE(overlap, 0.95);
+  // refresh=16 holds the basis between iterations: faster, but the top directions of
+  // diag(a) V move with every token's attention, and the kept sets drift further (0.80 measured);
+  // its floor here guards that trade-off against regressions, not a quality claim.
+  for (const char* refresh : {"1", "16"}) {
+    const Agreement a = compare(
+        *rs, std::string("curdkv:budget=48,n_sink=4,rank_cap=4,refresh=") + refresh, "fast");
+    const double overlap = static_cast<double>(a.final_common) / static_cast<double>(a.final_slots);
+    std::printf(
+        "[ curdkv real ] fast, rank_cap 4, refresh %s: %lld/%lld steps identical, final overlap "
+        "%.4f\n",
+        refresh, static_cast<long long>(a.steps_identical),
+        static_cast<long long>(a.steps_compared), overlap);
+    EXPECT_GE(overlap, std::string(refresh) == "1" ? 0.95 : 0.75) << "refresh=" << refresh;
+  }
 }
 
 }  // namespace

@@ -323,6 +323,39 @@ TEST(Curdkv, TrueQueriesChangeTheDrivingAttention) {
   EXPECT_NE(with_q->fetch().positions, no_q->fetch().positions);
 }
 
+TEST(Curdkv, GroupedQueriesSeedFromTheScoredBlock) {
+  // Two query heads per KV head: the old rows' weights in the enlarged block are not one common
+  // rescaling of the scored block's, so the fast solver's seed reweights its per-slot projections
+  // (SubspaceLeverage::Block::seed_reweighted). Under the closed form (rank_cap >= head_dim) it is
+  // exact: the same decisions as the SVD oracle at every step; truncated, nearly the same sets.
+  const int64_t S = 90, D = 16;
+  auto K = vqtest::random_tensor(1, 1, S, D, 31);
+  auto V = vqtest::random_tensor(1, 1, S, D, 32);
+  auto Q = vqtest::random_tensor(1, 2, S, D, 33, 3.0);
+  for (const char* cap : {"16", "4"}) {
+    const std::string common = std::string("curdkv:budget=24,n_sink=2,rank_cap=") + cap;
+    auto fast = vq::make_cache(common + ",solver=fast", D);
+    auto ref = vq::make_cache(common + ",solver=reference", D);
+    int64_t identical = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const auto q = Q.slice_tokens(s, 1);
+      fast->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
+      ref->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
+      identical += fast->fetch().positions == ref->fetch().positions ? 1 : 0;
+    }
+    auto a = fast->fetch().positions, b = ref->fetch().positions;
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    std::vector<int64_t> both;
+    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+    if (std::string(cap) == "16") {
+      EXPECT_EQ(identical, S) << "closed form: every step must match the oracle";
+    } else {
+      EXPECT_GE(both.size(), 22u) << "rank_cap 4: kept sets overlap in " << both.size() << "/24";
+    }
+  }
+}
+
 TEST(Curdkv, RecentWindowIsNeverEvicted) {
   const int64_t S = 60, budget = 16, recent = 6;
   auto K = vqtest::random_tensor(1, 1, S, 8, 21);

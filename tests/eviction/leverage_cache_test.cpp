@@ -103,3 +103,56 @@ TEST(LeverageCache, ABlockSeedsOnceAndOnlyFromTheLatestCall) {
   const vq::store::Fp32Rows Vs(V.data(), n, D);
   EXPECT_THROW((void)converged.stored_scaled(Vs, a.data(), n, rank_cap, out.data()), vq::Error);
 }
+
+TEST(LeverageCache, BetweenRefreshesRowsAreScoredAgainstTheLastBasis) {
+  // set_refresh(R): the subspace moves on every R-th call only. In between, row i's score is
+  // a_i^2 ||v_i Q||^2 / sum_j a_j^2 ||v_j||^2 with Q fixed, so score * trace / a_i^2 is a
+  // per-row constant until the next iteration (or until the row's slot gets new data), and it
+  // never exceeds ||v_i||^2 (a projection).
+  vq::Rng rng(23);
+  const int64_t n = 48, D = 32, rank_cap = 4, R = 5;
+  RowMatF V(n + 1, D);
+  for (int64_t i = 0; i <= n; ++i) fill_row(V, i, rng);
+  SubspaceLeverage t(vq::eviction::LeverageSolver::one_iteration);
+  t.set_refresh(R);
+  EXPECT_EQ(t.refresh(), R);
+  std::vector<double> a(static_cast<size_t>(n)), l(a.size()), proj(a.size(), -1.0);
+  Eigen::VectorXd w(D);
+  const int calls = 40;
+  for (int step = 0; step < calls; ++step) {
+    double sum = 0;
+    for (auto& x : a) sum += (x = std::exp(1.5 * rng.normal()));
+    for (auto& x : a) x /= sum;
+    const vq::store::Fp32Rows Vs(V.data(), n, D);
+    const int64_t before = t.iterations() + t.fallbacks();
+    auto b = t.stored_scaled(Vs, a.data(), n, rank_cap, l.data());
+    const bool moved = t.iterations() + t.fallbacks() != before;
+    EXPECT_EQ(moved, step % R == 0) << "step " << step;
+    double trace = 0;
+    for (int64_t i = 0; i < n; ++i) trace += a[i] * a[i] * V.row(i).squaredNorm();
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double p = l[i] * trace / (a[i] * a[i]);
+      EXPECT_LE(p, V.row(i).squaredNorm() * (1 + 1e-5)) << "step " << step << " row " << i;
+      if (!moved && proj[i] >= 0) {
+        EXPECT_NEAR(p, proj[i], 1e-5 * proj[i] + 1e-7) << "step " << step << " row " << i;
+      }
+      proj[i] = p;
+      total += l[i];
+    }
+    EXPECT_LE(total, 1.0 + 1e-6);
+    for (int64_t d = 0; d < D; ++d) w(d) = 0.2 * V(n, d);
+    const double seed = std::move(b).seed_scaled(0.8, w.data(), D);
+    EXPECT_GE(seed, 0.0);
+    EXPECT_LE(seed, 1.0);
+    // append at slot n, then evict a victim: the last row moves into its slot
+    const int64_t victim = static_cast<int64_t>(rng.below(static_cast<uint32_t>(n)));
+    t.row_replaced(n);
+    V.row(victim) = V.row(n);
+    t.row_moved(n, victim);
+    proj[static_cast<size_t>(victim)] = -1.0;  // new data there: no earlier value to match
+    fill_row(V, n, rng);
+  }
+  EXPECT_EQ(t.iterations() + t.fallbacks(), (calls + R - 1) / R);
+  EXPECT_EQ(t.reuses(), calls - (calls + R - 1) / R);
+}
