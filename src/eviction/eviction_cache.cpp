@@ -349,7 +349,7 @@ namespace {
 // not depend on where the caller's memory sits: results are bit-identical whatever the input
 // alignment.
 thread_local RowMatF t_block;
-thread_local Eigen::VectorXf t_query, t_dots;
+thread_local Eigen::VectorXf t_dots;
 thread_local Eigen::VectorXd t_logits, t_acc;
 
 template <typename Vec>
@@ -371,44 +371,17 @@ void softmax_into(const store::RowSource& K, int64_t n, const float* q, float sc
 }
 }  // namespace
 
-namespace {
-// k . q with eight partial sums over d mod 8, the tail, then the partials combined in a fixed
-// order (row_dots and row_dot share it, so a logit does not depend on which one computed it).
-inline float fixed_order_dot(const float* k, const float* qv, int64_t D) {
-  const int64_t D8 = D / 8 * 8;
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int64_t d = 0; d < D8; d += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += k[d + j] * qv[d + j];
-  float tail = 0.0f;
-  for (int64_t d = D8; d < D; ++d) tail += k[d] * qv[d];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-}  // namespace
-
 float row_dot(const store::RowSource& K, int64_t i, const float* q) {
-  const int64_t D = K.dim();
-  if (t_block.rows() < store::kReadBlock || t_block.cols() != D)
-    t_block.resize(store::kReadBlock, D);
-  K.read(i, 1, t_block.data());
-  return fixed_order_dot(t_block.data(), q, D);
+  float out = 0.0f;
+  K.dot(i, 1, q, &out);
+  return out;
 }
 
+// The store's own kernel on its resident rows (fp16 window rows, codec blocks): a row's logit
+// depends only on its stored form and q (RowSource::dot's contract), so equal rows get equal
+// logits wherever they sit (ties stay ties, e.g. tova's) and row_dot agrees with it bit for bit.
 void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) {
-  const int64_t D = K.dim();
-  if (t_query.size() < D) t_query.resize(D);
-  t_query.head(D) = Eigen::Map<const Eigen::VectorXf>(q, D);
-  if (t_block.rows() < store::kReadBlock || t_block.cols() != D)
-    t_block.resize(store::kReadBlock, D);
-  // Each row by the same fixed-order kernel (eight partial sums over d mod 8, the tail, then the
-  // partials combined in a fixed order): a matrix-vector product blocks rows by index and peels by
-  // address, so two equal rows could get logits that differ in the last bit; here equal rows get
-  // equal logits wherever they sit (ties stay ties, e.g. tova's).
-  const float* qv = t_query.data();
-  for (int64_t first = 0; first < n; first += store::kReadBlock) {
-    const int64_t m = std::min(store::kReadBlock, n - first);
-    K.read(first, m, t_block.data());
-    for (int64_t i = 0; i < m; ++i) out[first + i] = fixed_order_dot(t_block.data() + i * D, qv, D);
-  }
+  if (n > 0) K.dot(0, n, q, out);
 }
 
 void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64_t R, float* L,

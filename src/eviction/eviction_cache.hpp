@@ -181,7 +181,7 @@ class EvictionCache : public KVCache {
 
 /// out[i] = K[i] . q for i < n (n <= K.rows()), K read block by block.
 void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out);
-/// K[i] . q by row_dots' kernel (bit-identical to row_dots' out[i]).
+/// K[i] . q, bit-identical to row_dots' out[i] (both use K.dot).
 float row_dot(const store::RowSource& K, int64_t i, const float* q);
 /// L[r, i] = P[r] . K[i] for r < R, i < n: P [R, D] row-major, L row-major with row stride ld.
 void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64_t R, float* L,
