@@ -72,6 +72,10 @@ void exp_shifted(T* x, int64_t n, T mx) {
 
 }  // namespace
 
+void exp_shifted_f(float* x, int64_t n, float mx) {
+  exp_shifted(x, n, mx);
+}
+
 void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod) {
   if (n <= 0) return;

@@ -69,6 +69,10 @@ struct AttnScratch {
 /// out[0:n] = softmax over the rows i < n with pos[i] <= max_pos of (K[i] . q) * scale; the rows
 /// after max_pos get 0 (causal mask; pos == nullptr means nothing is masked). When every row is
 /// masked, out is all zero. prod: scratch of n floats. Same arithmetic as softmax_logits.
+/// x[i] = exp(x[i] - mx) for i < n in float, every element through the same vector kernel
+/// whatever x's address or n (equal inputs give equal outputs; ties stay ties).
+void exp_shifted_f(float* x, int64_t n, float mx);
+
 void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod);
 

@@ -387,6 +387,10 @@ void row_dots(const store::RowSource& K, int64_t n, const float* q, float* out) 
 void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64_t R, float* L,
                      int64_t ld) {
   const int64_t D = K.dim();
+  if (R <= 4) {  // a few probe rows: one pass of the store's dot kernel each beats decode + GEMM
+    for (int64_t r = 0; r < R; ++r) row_dots(K, n, P + r * D, L + r * ld);
+    return;
+  }
   if (t_block.rows() < store::kReadBlock || t_block.cols() != D)
     t_block.resize(store::kReadBlock, D);
   using Strided = Eigen::Map<RowMatF, 0, Eigen::OuterStride<>>;

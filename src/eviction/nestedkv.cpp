@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/options.hpp"
+#include "eviction/attention_window.hpp"
 #include "eviction/eviction_cache.hpp"
 #include "eviction/methods.hpp"
 #include "eviction/one_shot.hpp"
@@ -90,21 +91,22 @@ class NestedKVCache final : public eviction::EvictionCache {
     signals_.col(0) = ns.stable.cast<float>();
     signals_.col(1) = ns.episodic.cast<float>();
     signals_.col(2) = k;
-    if (logits_.rows() < n) logits_.resize(std::max<int64_t>(n, 2 * logits_.rows()), 3);
-    if (probs_.rows() < n) probs_.resize(logits_.rows(), 3);
-    auto L = logits_.topRows(n);
+    if (probs_.rows() < n) probs_.resize(std::max<int64_t>(n, 2 * probs_.rows()), 3);
     auto P = probs_.topRows(n);
     // L = K signals_, K read block by block (signals_ transposed: 3 probe rows of D)
     sigT_ = signals_.transpose();
     lt_.resize(3, n);
     eviction::rows_times_keys(keys(st), n, sigT_.data(), 3, lt_.data(), n);
-    L = lt_.transpose();
-    const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim()));
+    // Each signal's softmax in float (the exponentials dominate once K is read; float's are
+    // twice as wide as double's), its normaliser summed in double.
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim()));
     for (int x = 0; x < 3; ++x) {
+      float* l = lt_.data() + x * n;  // row x of lt_: the n logits of signal x, contiguous
+      Eigen::Map<Eigen::VectorXf> lx(l, n);
+      lx *= scale;
+      eviction::exp_shifted_f(l, n, lx.maxCoeff());
       auto p = P.col(x);
-      p = L.col(x).cast<double>() * scale;
-      const double mx = p.maxCoeff();
-      p = (p.array() - mx).exp();
+      p = lx.cast<double>();
       p /= p.sum();
     }
     const double rho = ns.rho;
@@ -115,13 +117,12 @@ class NestedKVCache final : public eviction::EvictionCache {
   double beta_;
   std::vector<NestState> states_;                    // one per (b, h)
   Eigen::Matrix<float, Eigen::Dynamic, 3> signals_;  // [D, 3]: stable, episodic, current
-  Eigen::Matrix<float, Eigen::Dynamic, 3> logits_;   // [>= n, 3], reused
   Eigen::Matrix<double, Eigen::Dynamic, 3> probs_;   // [>= n, 3], reused
   eviction::RowMatF sigT_, lt_;                      // signals_ transposed; K signals_ transposed
   int64_t policy_bytes() const override {
     int64_t b = eviction::buffer_bytes(states_) + eviction::buffer_bytes(signals_) +
-                eviction::buffer_bytes(logits_) + eviction::buffer_bytes(probs_) +
-                eviction::buffer_bytes(sigT_) + eviction::buffer_bytes(lt_);
+                eviction::buffer_bytes(probs_) + eviction::buffer_bytes(sigT_) +
+                eviction::buffer_bytes(lt_);
     for (const auto& s : states_)
       b += eviction::buffer_bytes(s.stable) + eviction::buffer_bytes(s.episodic);
     return b;
