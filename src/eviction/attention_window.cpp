@@ -72,6 +72,16 @@ void exp_shifted(T* x, int64_t n, T mx) {
 
 }  // namespace
 
+double sum_fixed(const float* x, int64_t n) {
+  double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) p[j] += static_cast<double>(x[i + j]);
+  double t = 0;
+  for (; i < n; ++i) t += static_cast<double>(x[i]);
+  return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7])) + t;
+}
+
 void exp_shifted_f(float* x, int64_t n, float mx) {
   exp_shifted(x, n, mx);
 }
@@ -143,11 +153,15 @@ void window_attention(const store::RowSource& K, int64_t n, const int64_t* pos,
     o += a;
     return;
   }
-  // Several probes: every probe row's logits in one GEMM, then a causal softmax per row.
+  // Several probes: each live probe row's logits by the store's dot kernel (the kernel every
+  // single-probe path uses, so a logit never depends on how many probes there are), then a
+  // causal softmax per row.
   const int64_t R = ring.row_capacity(), D = K.dim();
   if (s.logits.rows() < R || s.logits.cols() < n)
     s.logits.resize(std::max<int64_t>(R, s.logits.rows()), std::max<int64_t>(n, s.logits.cols()));
-  rows_times_keys(K, n, ring.data(), R, s.logits.data(), s.logits.cols());
+  for (int64_t w = first; w < ring.size(); ++w)
+    for (int64_t g = 0; g < ring.rows(w); ++g)
+      row_dots(K, n, ring.row(w, g), s.logits.row(ring.row_index(w, g)).data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   // Only rows newer than the oldest probe can be hidden from some probe: list them once.
   s.hidden.clear();
@@ -167,7 +181,7 @@ void window_attention(const store::RowSource& K, int64_t n, const int64_t* pos,
       const float mx = t.maxCoeff();
       if (mx == -std::numeric_limits<float>::infinity()) continue;  // sees nothing kept
       exp_shifted(s.prod.data(), n, mx);
-      acc += t.cast<double>() * (1.0 / static_cast<double>(t.sum()));
+      acc += t.cast<double>() * (1.0 / sum_fixed(s.prod.data(), n));
     }
     acc /= static_cast<double>(G);
     if (fusion == Fusion::Sum || w == first)

@@ -72,6 +72,8 @@ struct AttnScratch {
 /// x[i] = exp(x[i] - mx) for i < n in float, every element through the same vector kernel
 /// whatever x's address or n (equal inputs give equal outputs; ties stay ties).
 void exp_shifted_f(float* x, int64_t n, float mx);
+/// sum of x[0, n) in double with eight partial sums in a fixed order (same bits wherever x sits).
+double sum_fixed(const float* x, int64_t n);
 
 void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod);

@@ -10,7 +10,16 @@
 // reuses the attention maps of those steps); the recent tokens are not hard-protected, they
 // compete with what the window gives them (their own self-attention included). With window = 1
 // the single probe is the current token and the rule is exactly tova's.
+//
+// maps=cached (default) keeps each probe row's exponentiated logits over the kept slots,
+// E[r, i] = exp(K_i . q_r / sqrt(D) - m_r) with m_r the row's largest visible logit when it was
+// computed (0 where slot i is hidden from the probe). Keys never change in place and a newer
+// token is hidden from every older probe, so a row is computed once, when its probe arrives; an
+// eviction only moves a column. A step then costs one attention pass for the new probe plus
+// O(window * n) adds for the normalisers Z_r = sum_i E[r, i] and the fused scores, instead of
+// `window` attention passes (maps=recompute, the literal rule). Same softmax up to rounding.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/options.hpp"
@@ -27,13 +36,15 @@ class MorphKVCache final : public eviction::EvictionCache {
       : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
         window_(c.get_int("window")),
         fusion_(c.get_string("fusion") == "max" ? eviction::Fusion::Max : eviction::Fusion::Sum),
-        use_queries_(c.get_string("query") == "true") {}
+        use_queries_(c.get_string("query") == "true"),
+        cached_(c.get_string("maps") == "cached") {}
 
  protected:
   void on_shape_known(int64_t B, int64_t H) override {
     EvictionCache::on_shape_known(B, H);
     rings_.assign(static_cast<size_t>(B * H), eviction::ProbeRing{});
     for (auto& r : rings_) r.reset(window_, head_dim());
+    maps_.assign(static_cast<size_t>(B * H), Maps{});
   }
 
   void on_token(eviction::HeadState& st, const float* k, const float* v,
@@ -41,21 +52,139 @@ class MorphKVCache final : public eviction::EvictionCache {
     eviction::ProbeRing& ring = rings_[head_index(st)];
     ring.push(pos, k, q, use_queries_);
     append(st, k, v, pos, 0.0);
-    if (!over_budget(st)) return;
-    eviction::window_attention(keys(st), st.n, st.kv.positions(), ring, fusion_, scratch_);
-    std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
-    evict_lowest(st, std::numeric_limits<int64_t>::max());
+    Maps& m = maps_[head_index(st)];
+    if (!over_budget(st)) {
+      m.valid = false;  // nothing is scored below the budget: rebuilt at the next overflow
+      return;
+    }
+    if (!cached_) {
+      eviction::window_attention(keys(st), st.n, st.kv.positions(), ring, fusion_, scratch_);
+      std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
+      evict_lowest(st, std::numeric_limits<int64_t>::max());
+      return;
+    }
+    if (!m.valid || m.generation != st.kv.generation() || m.rows != ring.row_capacity()) {
+      rebuild(st, ring, m);
+    } else {
+      add_newest(st, ring, m);
+    }
+    score_from_maps(st, ring, m);
+    while (over_budget(st)) {
+      const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
+      if (victim < 0) break;
+      const int64_t last = st.n - 1;
+      remove_slot(st, victim);  // the last slot moves into the victim's
+      if (victim != last)
+        for (int64_t r = 0; r < m.rows; ++r) m.E[m.at(r, victim)] = m.E[m.at(r, last)];
+    }
   }
 
  private:
+  // One head's exponentiated probe logits: row r (ring row index) over slots [0, n).
+  struct Maps {
+    std::vector<float> E;  // [rows, cap] row-major
+    int64_t rows = 0, cap = 0, generation = -1;
+    bool valid = false;
+    size_t at(int64_t r, int64_t i) const { return static_cast<size_t>(r * cap + i); }
+  };
+
+  void ensure_capacity(Maps& m, int64_t rows, int64_t n) {
+    if (m.rows == rows && m.cap >= n) return;
+    const int64_t cap = std::max<int64_t>(n, 2 * m.cap);
+    std::vector<float> E(static_cast<size_t>(rows * cap), 0.0f);
+    if (m.rows == rows)
+      for (int64_t r = 0; r < rows; ++r)
+        std::copy_n(m.E.begin() + static_cast<std::ptrdiff_t>(r * m.cap), m.cap,
+                    E.begin() + static_cast<std::ptrdiff_t>(r * cap));
+    m.E.swap(E);
+    m.rows = rows;
+    m.cap = cap;
+  }
+
+  // Row r of the maps for probe row (w, g) over slots [0, n): causal softmax numerators.
+  void compute_row(const eviction::HeadState& st, const eviction::ProbeRing& ring, int64_t w,
+                   int64_t g, Maps& m) {
+    const int64_t n = st.n;
+    float* e = m.E.data() + m.at(ring.row_index(w, g), 0);
+    eviction::row_dots(keys(st), n, ring.row(w, g), e);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim()));
+    const int64_t* pos = st.kv.positions();
+    const int64_t p = ring.pos(w);
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) {
+      e[i] = pos[i] > p ? -std::numeric_limits<float>::infinity() : e[i] * scale;
+      mx = std::max(mx, e[i]);
+    }
+    if (mx == -std::numeric_limits<float>::infinity()) {  // sees nothing kept
+      std::fill(e, e + n, 0.0f);
+      return;
+    }
+    eviction::exp_shifted_f(e, n, mx);
+  }
+
+  void rebuild(const eviction::HeadState& st, const eviction::ProbeRing& ring, Maps& m) {
+    ensure_capacity(m, ring.row_capacity(), st.n);
+    for (int64_t w = 0; w < ring.size(); ++w)
+      for (int64_t g = 0; g < ring.rows(w); ++g) compute_row(st, ring, w, g, m);
+    m.generation = st.kv.generation();
+    m.valid = true;
+  }
+
+  // The newest token joined at slot n - 1 and its probe replaced the oldest ring entry: older
+  // probes cannot see it (0 in their rows), the new probe's rows are computed in full.
+  void add_newest(const eviction::HeadState& st, const eviction::ProbeRing& ring, Maps& m) {
+    ensure_capacity(m, ring.row_capacity(), st.n);
+    const int64_t slot = st.n - 1, newest = ring.size() - 1;
+    for (int64_t w = 0; w < newest; ++w)
+      for (int64_t g = 0; g < ring.rows(w); ++g) m.E[m.at(ring.row_index(w, g), slot)] = 0.0f;
+    for (int64_t g = 0; g < ring.rows(newest); ++g) compute_row(st, ring, newest, g, m);
+  }
+
+  // st.score = fuse over the window's probes of mean_g E[r] / Z_r.
+  void score_from_maps(eviction::HeadState& st, const eviction::ProbeRing& ring, Maps& m) {
+    const int64_t n = st.n;
+    scratch_.ensure(n);
+    double* o = st.score.data();
+    double* acc = scratch_.acc.data();
+    std::fill(o, o + n, 0.0);
+    const bool sum = fusion_ == eviction::Fusion::Sum;
+    for (int64_t w = 0; w < ring.size(); ++w) {
+      const int64_t G = ring.rows(w);
+      const double inv_g = 1.0 / static_cast<double>(G);
+      if (!sum) std::fill(acc, acc + n, 0.0);
+      for (int64_t g = 0; g < G; ++g) {
+        const float* e = m.E.data() + m.at(ring.row_index(w, g), 0);
+        double z = eviction::sum_fixed(e, n);
+        if (!(z >= 1e-30)) {  // mass underflowed once its largest entries left: recompute
+          compute_row(st, ring, w, g, m);
+          z = eviction::sum_fixed(e, n);
+        }
+        if (!(z > 0)) continue;  // sees nothing kept
+        // sum fusion is linear: each probe row adds straight into the scores
+        const double c = sum ? inv_g / z : 1.0 / z;
+        double* dst = sum ? o : acc;
+        for (int64_t i = 0; i < n; ++i) dst[i] += c * static_cast<double>(e[i]);
+      }
+      if (sum) continue;
+      if (w == 0) {
+        for (int64_t i = 0; i < n; ++i) o[i] = acc[i] * inv_g;
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i] = std::max(o[i], acc[i] * inv_g);
+      }
+    }
+  }
+
   int64_t window_;
   eviction::Fusion fusion_;
   bool use_queries_;
+  bool cached_;
   std::vector<eviction::ProbeRing> rings_;  // one per (b, h)
+  std::vector<Maps> maps_;                  // one per (b, h) (maps=cached)
   eviction::AttnScratch scratch_;
   int64_t policy_bytes() const override {
-    int64_t b = scratch_.bytes() + eviction::buffer_bytes(rings_);
+    int64_t b = scratch_.bytes() + eviction::buffer_bytes(rings_) + eviction::buffer_bytes(maps_);
     for (const auto& r : rings_) b += r.bytes();
+    for (const auto& m : maps_) b += eviction::buffer_bytes(m.E);
     return b;
   }
 };
@@ -118,6 +247,10 @@ MethodInfo morphkv_method_info() {
                  "how the window's attention maps combine: summed, or the largest per token"),
       opt_choice("query", "true", {"true", "proxy"},
                  "probe vectors: true queries when supplied, or the keys as proxies"),
+      opt_choice("maps", "cached", {"cached", "recompute"},
+                 "keep each probe's attention over the kept tokens between steps (one "
+                 "attention pass per step; window x n floats per head), or recompute the window's "
+                 "attention every step"),
   };
   eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };

@@ -1,6 +1,9 @@
 // morphkv: retention by the fused attention of the last `window` probes; window = 1 is tova.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "eviction/eviction_cache.hpp"
 #include "eviction/family_util.hpp"
 #include "test_util.hpp"
 
@@ -75,6 +78,58 @@ TEST(MorphKV, MatchesTheWindowRule) {
         EXPECT_EQ(famtest::kept(*cache, 0, h),
                   morph_reference(K, queries ? &Q : nullptr, 0, h, 10, 2, 4, max_fusion))
             << "max=" << max_fusion << " queries=" << queries << " head " << h;
+    }
+  }
+}
+
+TEST(MorphKV, CachedMapsMakeTheRecomputedDecisions) {
+  // maps=cached keeps each probe's exponentiated logits and only computes the newest probe's;
+  // maps=recompute recomputes the whole window every step. Same softmax up to rounding: the
+  // kept sets must agree after every update, for both fusions, with and without true queries,
+  // fed token by token and in chunks, with ordinary and with sharply peaked attention.
+  uint64_t seed = 70;
+  for (const float key_scale : {1.0f, 4.0f}) {
+    for (const char* fusion : {"sum", "max"}) {
+      for (const bool queries : {false, true}) {
+        auto K = vqtest::random_tensor(1, 2, 160, 8, seed++, key_scale);
+        const auto V = vqtest::random_tensor(1, 2, 160, 8, seed++);
+        const auto Q = vqtest::random_tensor(1, 6, 160, 8, seed++);  // G = 3
+        const std::string opts = std::string("morphkv:budget=24,n_sink=2,window=8,fusion=") +
+                                 fusion + (queries ? "" : ",query=proxy");
+        auto cached = vq::make_cache(opts, 8);
+        auto recompute = vq::make_cache(opts + ",maps=recompute", 8);
+        int64_t s = 0;
+        const std::vector<int64_t> chunks = {30, 1, 1, 5, 1};
+        for (size_t i = 0; s < 160; ++i) {
+          const int64_t n = std::min<int64_t>(chunks[i % chunks.size()], 160 - s);
+          vq::Tensor qs = Q.slice_tokens(s, n);
+          cached->update(K.slice_tokens(s, n), V.slice_tokens(s, n), queries ? &qs : nullptr);
+          recompute->update(K.slice_tokens(s, n), V.slice_tokens(s, n), queries ? &qs : nullptr);
+          s += n;
+          for (int64_t h = 0; h < 2; ++h)
+            ASSERT_EQ(famtest::kept(*cached, 0, h), famtest::kept(*recompute, 0, h))
+                << opts << " key scale " << key_scale << " after " << s << " tokens, head " << h;
+        }
+      }
+    }
+  }
+}
+
+TEST(MorphKV, CachedMapsSurviveUnderflow) {
+  // Keys scaled so far that every probe's softmax is one-hot and the rest underflows: once a
+  // row's largest entries are evicted its cached mass is below float range and the row is
+  // recomputed from the keys. Scores stay finite and in [0, window], the budget holds.
+  auto K = vqtest::random_tensor(1, 1, 200, 8, 91, 40.0f);
+  const auto V = vqtest::random_tensor(1, 1, 200, 8, 92);
+  auto cache = vq::make_cache("morphkv:budget=16,n_sink=0,window=8,query=proxy", 8);
+  for (int64_t s = 0; s < 200; ++s) {
+    cache->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1));
+    const auto& st = dynamic_cast<const vq::eviction::EvictionCache&>(*cache).head_state(0, 0);
+    ASSERT_LE(st.n, 16);
+    for (int64_t i = 0; i < st.n; ++i) {
+      ASSERT_TRUE(std::isfinite(st.score[static_cast<size_t>(i)])) << "step " << s;
+      ASSERT_GE(st.score[static_cast<size_t>(i)], 0.0);
+      ASSERT_LE(st.score[static_cast<size_t>(i)], 8.0 + 1e-9);
     }
   }
 }
