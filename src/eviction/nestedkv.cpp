@@ -35,6 +35,12 @@ struct NestState {
   double sigma2 = 0, rho = 1;
   int64_t steps = 0;
   bool rho_fixed = false;
+  // K . s and K . e per kept slot, carried from step to step (both recurrences are linear in k,
+  // so K . s' = (1 - c) K . s + c K . k, the last term being the current key's own logits);
+  // valid only while the head stays over budget, rebuilt by two passes otherwise
+  std::vector<double> ks, ke;
+  bool logits_valid = false;
+  int64_t generation = -1;
 };
 
 class NestedKVCache final : public eviction::EvictionCache {
@@ -52,7 +58,6 @@ class NestedKVCache final : public eviction::EvictionCache {
       s.stable = Eigen::VectorXd::Zero(D);
       s.episodic = Eigen::VectorXd::Zero(D);
     }
-    signals_.setZero(D, 3);
   }
 
   void on_token(eviction::HeadState& st, const float* k, const float* v, const eviction::QueryRows&,
@@ -60,10 +65,13 @@ class NestedKVCache final : public eviction::EvictionCache {
     NestState& ns = states_[head_index(st)];
     const Eigen::Map<const Eigen::VectorXf> kf(k, head_dim());
     double gate = 0;
+    double keep_s = 0, keep_e = 0;  // the old means' weights in the new ones
     if (ns.steps == 0) {
       ns.stable = kf.cast<double>();
       ns.episodic = ns.stable;
     } else {
+      keep_s = 1.0 - 1.0 / static_cast<double>(ns.steps + 1);
+      keep_e = 1.0 - beta_;
       const double d2 = (kf.cast<double>() - ns.episodic).squaredNorm();
       const double typical = ns.steps == 1 ? d2 : ns.sigma2;
       gate = d2 + typical > 0 ? d2 / (d2 + typical) : 0.0;
@@ -73,30 +81,80 @@ class NestedKVCache final : public eviction::EvictionCache {
     }
     ++ns.steps;
     append(st, k, v, pos, 0.0);
-    if (!over_budget(st)) return;
+    if (!over_budget(st)) {
+      ns.logits_valid = false;
+      return;
+    }
     if (!ns.rho_fixed) {
       const double norms = ns.stable.norm() * ns.episodic.norm();
       ns.rho = norms > 0 ? std::max(0.0, ns.stable.dot(ns.episodic) / norms) : 1.0;
       ns.rho_fixed = true;
     }
-    score(st, ns, kf, gate);
-    evict_lowest(st, std::numeric_limits<int64_t>::max());
+    signal_logits(st, ns, k, keep_s, keep_e);
+    score(st, ns, gate);
+    while (over_budget(st)) {
+      const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
+      if (victim < 0) break;
+      const int64_t last = st.n - 1;
+      remove_slot(st, victim);  // the last slot moves into the victim's
+      ns.ks[static_cast<size_t>(victim)] = ns.ks[static_cast<size_t>(last)];
+      ns.ke[static_cast<size_t>(victim)] = ns.ke[static_cast<size_t>(last)];
+    }
   }
 
  private:
-  // st.score[0:n] = the gated blend of the three softmax signals (see the header comment).
-  void score(eviction::HeadState& st, const NestState& ns,
-             const Eigen::Map<const Eigen::VectorXf>& k, double gate) {
+  // lt_ rows 0..2 = K . s, K . e, K . k over the n kept slots (s, e: the means after this key).
+  // K . k is one pass of the store's dot kernel; K . s and K . e follow from the last step's by
+  // the recurrences (the newest slot gets its two dots directly), or two more passes when the
+  // carried values are not current.
+  void signal_logits(const eviction::HeadState& st, NestState& ns, const float* k, double keep_s,
+                     double keep_e) {
+    const int64_t n = st.n, D = head_dim();
+    lt_.resize(3, n);
+    float* ls = lt_.data();
+    float* le = lt_.data() + n;
+    float* lk = lt_.data() + 2 * n;
+    eviction::row_dots(keys(st), n, k, lk);
+    sig_.resize(2 * D);
+    for (int64_t d = 0; d < D; ++d) {
+      sig_[static_cast<size_t>(d)] = static_cast<float>(ns.stable(d));
+      sig_[static_cast<size_t>(D + d)] = static_cast<float>(ns.episodic(d));
+    }
+    ns.ks.resize(static_cast<size_t>(n));
+    ns.ke.resize(static_cast<size_t>(n));
+    if (!ns.logits_valid || ns.generation != st.kv.generation()) {
+      eviction::row_dots(keys(st), n, sig_.data(), ls);
+      eviction::row_dots(keys(st), n, sig_.data() + D, le);
+      for (int64_t i = 0; i < n; ++i) {
+        ns.ks[static_cast<size_t>(i)] = ls[i];
+        ns.ke[static_cast<size_t>(i)] = le[i];
+      }
+      ns.logits_valid = true;
+      ns.generation = st.kv.generation();
+      return;
+    }
+    const double add_s = 1.0 - keep_s, add_e = 1.0 - keep_e;
+    for (int64_t i = 0; i + 1 < n; ++i) {
+      const double x = static_cast<double>(lk[i]);
+      double& a = ns.ks[static_cast<size_t>(i)];
+      double& b = ns.ke[static_cast<size_t>(i)];
+      a = keep_s * a + add_s * x;
+      b = keep_e * b + add_e * x;
+      ls[i] = static_cast<float>(a);
+      le[i] = static_cast<float>(b);
+    }
+    const int64_t slot = n - 1;  // the newcomer
+    ls[slot] = eviction::row_dot(keys(st), slot, sig_.data());
+    le[slot] = eviction::row_dot(keys(st), slot, sig_.data() + D);
+    ns.ks[static_cast<size_t>(slot)] = ls[slot];
+    ns.ke[static_cast<size_t>(slot)] = le[slot];
+  }
+
+  // st.score[0:n] = the gated blend of the three softmax signals of lt_ (header comment).
+  void score(eviction::HeadState& st, const NestState& ns, double gate) {
     const int64_t n = st.n;
-    signals_.col(0) = ns.stable.cast<float>();
-    signals_.col(1) = ns.episodic.cast<float>();
-    signals_.col(2) = k;
     if (probs_.rows() < n) probs_.resize(std::max<int64_t>(n, 2 * probs_.rows()), 3);
     auto P = probs_.topRows(n);
-    // L = K signals_, K read block by block (signals_ transposed: 3 probe rows of D)
-    sigT_ = signals_.transpose();
-    lt_.resize(3, n);
-    eviction::rows_times_keys(keys(st), n, sigT_.data(), 3, lt_.data(), n);
     // Each signal's softmax in float (the exponentials dominate once K is read; float's are
     // twice as wide as double's), its normaliser summed in double.
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim()));
@@ -107,7 +165,7 @@ class NestedKVCache final : public eviction::EvictionCache {
       eviction::exp_shifted_f(l, n, lx.maxCoeff());
       auto p = P.col(x);
       p = lx.cast<double>();
-      p /= p.sum();
+      p /= eviction::sum_fixed(l, n);
     }
     const double rho = ns.rho;
     Eigen::Map<Eigen::VectorXd>(st.score.data(), n) =
@@ -115,16 +173,16 @@ class NestedKVCache final : public eviction::EvictionCache {
   }
 
   double beta_;
-  std::vector<NestState> states_;                    // one per (b, h)
-  Eigen::Matrix<float, Eigen::Dynamic, 3> signals_;  // [D, 3]: stable, episodic, current
-  Eigen::Matrix<double, Eigen::Dynamic, 3> probs_;   // [>= n, 3], reused
-  eviction::RowMatF sigT_, lt_;                      // signals_ transposed; K signals_ transposed
+  std::vector<NestState> states_;                   // one per (b, h)
+  Eigen::Matrix<double, Eigen::Dynamic, 3> probs_;  // [>= n, 3], reused
+  eviction::RowMatF lt_;                            // [3, n] logits of s, e and k
+  std::vector<float> sig_;                          // [2 D] s and e in float
   int64_t policy_bytes() const override {
-    int64_t b = eviction::buffer_bytes(states_) + eviction::buffer_bytes(signals_) +
-                eviction::buffer_bytes(probs_) + eviction::buffer_bytes(sigT_) +
-                eviction::buffer_bytes(lt_);
+    int64_t b = eviction::buffer_bytes(states_) + eviction::buffer_bytes(probs_) +
+                eviction::buffer_bytes(lt_) + eviction::buffer_bytes(sig_);
     for (const auto& s : states_)
-      b += eviction::buffer_bytes(s.stable) + eviction::buffer_bytes(s.episodic);
+      b += eviction::buffer_bytes(s.stable) + eviction::buffer_bytes(s.episodic) +
+           eviction::buffer_bytes(s.ks) + eviction::buffer_bytes(s.ke);
     return b;
   }
 };
