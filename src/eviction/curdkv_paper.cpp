@@ -11,7 +11,8 @@
 // One shot (the prefill protocol): the context is scored once and the best tokens kept.
 // Decode: every token is appended; over budget the held tokens (in position order) are scored
 // again by the same formula and the lowest one outside the sinks leaves. kvpress has no decode
-// rule for CURPress; this one re-scores the held set at each eviction (O(budget * D) per token).
+// rule for CURPress; this one re-scores the held set at each eviction from per-slot energies
+// (O(D) for the newcomer plus O(budget) per token).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -72,6 +73,10 @@ void local_normalise(std::vector<double>& x, int64_t n, int64_t w) {
   }
 }
 
+template <typename PF>
+void scores_from_energies(const CurParams& p, int64_t n, PF pos, double* out,
+                          std::vector<double>& k2, std::vector<double>& v2);
+
 // CUR scores of n rows in position order; row i's key / value at k(i) / v(i); pos(i) its
 // absolute position (for the sinks).
 template <typename KF, typename VF, typename PF>
@@ -83,6 +88,13 @@ void cur_scores(const CurParams& p, int64_t n, int64_t D, KF k, VF v, PF pos, do
     k2[static_cast<size_t>(i)] = p.energy(k(i), D);
     v2[static_cast<size_t>(i)] = p.energy(v(i), D);
   }
+  scores_from_energies(p, n, pos, out, k2, v2);
+}
+
+// The rest of cur_scores, from the rows' energies in position order (k2, v2: overwritten).
+template <typename PF>
+void scores_from_energies(const CurParams& p, int64_t n, PF pos, double* out,
+                          std::vector<double>& k2, std::vector<double>& v2) {
   local_normalise(k2, n, p.window);
   local_normalise(v2, n, p.window);
   double total = 0;
@@ -123,39 +135,104 @@ class CurPaperCache final : public eviction::EvictionCache {
       : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")), p_(c, ctx.head_dim) {}
 
  protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    EvictionCache::on_shape_known(B, H);
+    heads_.assign(static_cast<size_t>(B * H), Held{});
+  }
+
+  // A row's energy depends on that row only: each is computed once, when its token joins (or
+  // when the store re-encodes rows), and kept per slot with the slots' position order, so a
+  // step is O(n) (the local windows shift after every eviction) instead of re-reading every
+  // key and value and sorting the positions again.
   void on_token(eviction::HeadState& st, const float* k, const float* v, const eviction::QueryRows&,
                 int64_t pos) override {
-    append(st, k, v, pos, 0.0);
-    if (!over_budget(st)) return;
+    const int64_t slot = append(st, k, v, pos, 0.0);
+    Held& h = heads_[head_index(st)];
+    if (!over_budget(st)) {
+      h.valid = false;  // nothing is scored below the budget: rebuilt at the next overflow
+      return;
+    }
     const int64_t n = st.n, D = head_dim();
-    kbuf_.resize(static_cast<size_t>(n * D));
-    vbuf_.resize(static_cast<size_t>(n * D));
-    keys(st).read(0, n, kbuf_.data());
-    values(st).read(0, n, vbuf_.data());
-    order_.resize(static_cast<size_t>(n));
-    std::iota(order_.begin(), order_.end(), int64_t{0});
-    std::sort(order_.begin(), order_.end(),
-              [&](int64_t a, int64_t b) { return st.kv.position(a) < st.kv.position(b); });
+    if (!h.valid || h.generation != st.kv.generation() || h.order.empty() ||
+        st.kv.position(h.order.back()) >= pos) {
+      rebuild(st, h);
+    } else {
+      row_.resize(static_cast<size_t>(D));
+      h.ek.resize(static_cast<size_t>(n));
+      h.ev.resize(static_cast<size_t>(n));
+      keys(st).read(slot, 1, row_.data());
+      h.ek[static_cast<size_t>(slot)] = p_.energy(row_.data(), D);
+      values(st).read(slot, 1, row_.data());
+      h.ev[static_cast<size_t>(slot)] = p_.energy(row_.data(), D);
+      h.order.push_back(slot);  // the newest position comes last
+    }
+    k2_.resize(static_cast<size_t>(n));
+    v2_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      k2_[static_cast<size_t>(i)] = h.ek[static_cast<size_t>(h.order[static_cast<size_t>(i)])];
+      v2_[static_cast<size_t>(i)] = h.ev[static_cast<size_t>(h.order[static_cast<size_t>(i)])];
+    }
     sc_.resize(static_cast<size_t>(n));
-    auto slot = [&](int64_t i) { return order_[static_cast<size_t>(i)]; };
-    cur_scores(
-        p_, n, D, [&](int64_t i) { return kbuf_.data() + slot(i) * D; },
-        [&](int64_t i) { return vbuf_.data() + slot(i) * D; },
-        [&](int64_t i) { return st.kv.position(slot(i)); }, sc_.data(), k2_, v2_);
+    scores_from_energies(
+        p_, n, [&](int64_t i) { return st.kv.position(h.order[static_cast<size_t>(i)]); },
+        sc_.data(), k2_, v2_);
     for (int64_t i = 0; i < n; ++i)
-      st.score[static_cast<size_t>(slot(i))] = sc_[static_cast<size_t>(i)];
-    evict_lowest(st, std::numeric_limits<int64_t>::max());
+      st.score[static_cast<size_t>(h.order[static_cast<size_t>(i)])] = sc_[static_cast<size_t>(i)];
+    while (over_budget(st)) {
+      const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
+      if (victim < 0) break;
+      const int64_t last = st.n - 1;
+      remove_slot(st, victim);  // the last slot moves into the victim's
+      h.order.erase(std::find(h.order.begin(), h.order.end(), victim));
+      if (victim != last) {
+        *std::find(h.order.begin(), h.order.end(), last) = victim;
+        h.ek[static_cast<size_t>(victim)] = h.ek[static_cast<size_t>(last)];
+        h.ev[static_cast<size_t>(victim)] = h.ev[static_cast<size_t>(last)];
+      }
+      h.ek.resize(static_cast<size_t>(st.n));
+      h.ev.resize(static_cast<size_t>(st.n));
+    }
   }
 
  private:
+  struct Held {
+    std::vector<double> ek, ev;  // per slot: the key's / value's energy
+    std::vector<int64_t> order;  // slots by increasing position
+    int64_t generation = -1;
+    bool valid = false;
+  };
+
+  void rebuild(const eviction::HeadState& st, Held& h) {
+    const int64_t n = st.n, D = head_dim();
+    row_.resize(static_cast<size_t>(D));
+    h.ek.resize(static_cast<size_t>(n));
+    h.ev.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      keys(st).read(i, 1, row_.data());
+      h.ek[static_cast<size_t>(i)] = p_.energy(row_.data(), D);
+      values(st).read(i, 1, row_.data());
+      h.ev[static_cast<size_t>(i)] = p_.energy(row_.data(), D);
+    }
+    h.order.resize(static_cast<size_t>(n));
+    std::iota(h.order.begin(), h.order.end(), int64_t{0});
+    std::sort(h.order.begin(), h.order.end(),
+              [&](int64_t a, int64_t b) { return st.kv.position(a) < st.kv.position(b); });
+    h.generation = st.kv.generation();
+    h.valid = true;
+  }
+
   CurParams p_;
-  std::vector<float> kbuf_, vbuf_;
-  std::vector<int64_t> order_;
+  std::vector<Held> heads_;
+  std::vector<float> row_;
   std::vector<double> sc_, k2_, v2_;
   int64_t policy_bytes() const override {
-    return eviction::buffer_bytes(kbuf_) + eviction::buffer_bytes(vbuf_) +
-           eviction::buffer_bytes(order_) + eviction::buffer_bytes(sc_) +
-           eviction::buffer_bytes(k2_) + eviction::buffer_bytes(v2_) + eviction::buffer_bytes(p_.G);
+    int64_t b = eviction::buffer_bytes(heads_) + eviction::buffer_bytes(row_) +
+                eviction::buffer_bytes(sc_) + eviction::buffer_bytes(k2_) +
+                eviction::buffer_bytes(v2_) + eviction::buffer_bytes(p_.G);
+    for (const auto& h : heads_)
+      b += eviction::buffer_bytes(h.ek) + eviction::buffer_bytes(h.ev) +
+           eviction::buffer_bytes(h.order);
+    return b;
   }
 };
 
