@@ -84,15 +84,16 @@ void ea_scores(const EAParams& p, const std::vector<QueryStats>& stats, int64_t 
                int64_t next, KF k, VF v, PF pos, double* out) {
   // Average rotation over the future positions: per pair, mean cos and mean sin.
   std::vector<double> cbar(static_cast<size_t>(D / 2)), sbar(static_cast<size_t>(D / 2));
+  // The angles (next + f) w, f < F, are an arithmetic progression, whose cosines and sines sum
+  // in closed form: sum = sin(F w / 2) / sin(w / 2) * {cos, sin}(next w + (F - 1) w / 2)
+  // (one pair of sin/cos per pair instead of F; w < 2 pi here, so sin(w / 2) > 0).
+  const double F = static_cast<double>(p.future);
   for (int64_t i = 0; i < D / 2; ++i) {
-    double c = 0, s = 0;
-    for (int64_t f = 0; f < p.future; ++f) {
-      const double a = static_cast<double>(next + f) * inv_freq(i, D);
-      c += std::cos(a);
-      s += std::sin(a);
-    }
-    cbar[static_cast<size_t>(i)] = c / static_cast<double>(p.future);
-    sbar[static_cast<size_t>(i)] = s / static_cast<double>(p.future);
+    const double w = inv_freq(i, D);
+    const double ratio = p.future == 1 ? 1.0 : std::sin(F * w / 2) / std::sin(w / 2);
+    const double mid = static_cast<double>(next) * w + (F - 1) * w / 2;
+    cbar[static_cast<size_t>(i)] = ratio * std::cos(mid) / F;
+    sbar[static_cast<size_t>(i)] = ratio * std::sin(mid) / F;
   }
   Eigen::MatrixXd R = Eigen::MatrixXd::Identity(D, D);
   for (int64_t i = 0; i < D / 2; ++i) {

@@ -250,6 +250,25 @@ TEST(OneShotScore, ExpectedAttentionRotatesTheQueryMeanToTheFuture) {
   EXPECT_EQ(u[0], u[1]);
 }
 
+TEST(OneShotScore, ExpectedAttentionAveragesTheRotationOverTheFuture) {
+  // As above with future = 5: the query mean (1, 0) rotated by the rotation averaged over
+  // positions 2..6, i.e. mu' = (mean cos p, mean sin p) (summed term by term here), so that
+  // k0 = sqrt(2) ln 3 mu' / |mu'|^2 gives z = (ln 3, 0) again.
+  double cbar = 0, sbar = 0;
+  for (int p = 2; p <= 6; ++p) {
+    cbar += std::cos(static_cast<double>(p)) / 5.0;
+    sbar += std::sin(static_cast<double>(p)) / 5.0;
+  }
+  const double a = kR2 * kLn3 / (cbar * cbar + sbar * sbar);
+  const float c1 = std::cos(1.0f), s1 = std::sin(1.0f);
+  const std::vector<float> K = {static_cast<float>(a * cbar), static_cast<float>(a * sbar), 0, 0},
+                           V = {1, 0, 0, 2};
+  const std::vector<float> Q = {1, 0, c1, s1};
+  const auto s = scores_of("expected_attention:n_sink=0,future=5", 1, 2, 2, K, V, &Q, 1);
+  EXPECT_NEAR(s[0], 0.75, 1e-5);
+  EXPECT_NEAR(s[1], 0.5, 1e-5);
+}
+
 TEST(OneShotScore, KeyformerSumsTheGumbelSoftmaxOfEveryLaterQuery) {
   // S = 2, tau = 2, the decode cache's frozen noise z_l = keyformer_gumbel(seed, l).
   // q0 sees only k0: weight 1. q1 = (sqrt 2, 0) over k0 = 0, k1 = (ln 3, 0): logits (0, ln 3),
