@@ -5,6 +5,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "codecs/bit_pack.hpp"
 #include "codecs/gear_codec.hpp"
@@ -174,6 +177,26 @@ inline void row_codes_f32(const uint8_t* row, int64_t rb, const uint32_t* bit_of
   }
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+// Where code j sits in a row: byte j_off, shift j_sh, mask j_mask (widths <= 8 and shifts <= 7,
+// so one 32-bit load at the byte holds the code). Padded to a multiple of 8 components with
+// empty lanes (offset 0, mask 0: code 0).
+struct CodeLanes {
+  std::vector<int32_t> off, sh, mask;
+  void build(const uint32_t* bit_off, const uint8_t* widths, int64_t k) {
+    const size_t kp = static_cast<size_t>((k + 7) / 8 * 8);
+    off.assign(kp, 0);
+    sh.assign(kp, 0);
+    mask.assign(kp, 0);
+    for (int64_t j = 0; j < k; ++j) {
+      off[static_cast<size_t>(j)] = static_cast<int32_t>(bit_off[j] >> 3);
+      sh[static_cast<size_t>(j)] = static_cast<int32_t>(bit_off[j] & 7u);
+      mask[static_cast<size_t>(j)] = (1 << widths[j]) - 1;
+    }
+  }
+};
+#endif
+
 // The latest query a thread projected, per model: attention asks for the same query once per
 // run of rows (a chunk), so the k x D projection is paid once per query, not once per chunk.
 struct QueryMemo {
@@ -221,7 +244,38 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
     c0 = madd(mins[static_cast<size_t>(j)], pj, c0);
     wj[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)] * pj;
   }
-  for (int64_t t = 0; t < n; ++t) {
+  int64_t t = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  // Eight rows at a time, one lane per row: code j of the eight rows in one gather, then the same
+  // fused multiply-add chain as the scalar loop below (c0, then j = 0, 1, ... in order), so a
+  // row's value does not depend on which path computed it. The gathers read up to 3 bytes past a
+  // code; the group that ends the buffer goes through a padded copy.
+  if (k > 0) {
+    thread_local std::vector<uint8_t> tail;
+    const int64_t last_off = static_cast<int64_t>(bit_off_[static_cast<size_t>(k - 1)] >> 3);
+    const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32(static_cast<int32_t>(rb)));
+    for (; t + 8 <= n; t += 8) {
+      const uint8_t* src = codes + t * rb;
+      if ((t + 7) * rb + last_off + 4 > n * rb) {
+        tail.assign(static_cast<size_t>(8 * rb + 4), 0);
+        std::memcpy(tail.data(), src, static_cast<size_t>(8 * rb));
+        src = tail.data();
+      }
+      __m256 acc = _mm256_set1_ps(c0);
+      for (int64_t j = 0; j < k; ++j) {
+        const uint32_t bo = bit_off_[static_cast<size_t>(j)];
+        __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(src + (bo >> 3)), rows, 1);
+        v = _mm256_srl_epi32(v, _mm_cvtsi32_si128(static_cast<int>(bo & 7u)));
+        v = _mm256_and_si256(v, _mm256_set1_epi32((1 << widths_[static_cast<size_t>(j)]) - 1));
+        acc =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(wj[static_cast<size_t>(j)]), acc);
+      }
+      _mm256_storeu_ps(out + t, acc);
+    }
+  }
+#endif
+  for (; t < n; ++t) {
     row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
     float s = c0;
     for (int64_t j = 0; j < k; ++j)
@@ -242,6 +296,41 @@ void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n,
   code.resize(static_cast<size_t>(k));
   pad.assign(static_cast<size_t>(rb + 8), 0);
   float wsum = 0.0f;
+#if defined(__AVX2__) && defined(__FMA__)
+  // Eight components at a time, one lane per component: the codes of a row in one gather, and
+  // lat_j += w_t code_tj with the scalar loop's fused multiply-add, rows in order.
+  if (k > 0) {
+    thread_local CodeLanes lanes;
+    thread_local std::vector<float> lat8;
+    lanes.build(bit_off_.data(), widths_.data(), k);
+    const int64_t kp = static_cast<int64_t>(lanes.off.size());
+    lat8.assign(static_cast<size_t>(kp), 0.0f);
+    for (int64_t t = 0; t < n; ++t) {
+      const uint8_t* row = codes + t * rb;
+      if (t + 1 == n) {  // the gathers read up to 3 bytes past the row
+        std::memcpy(pad.data(), row, static_cast<size_t>(rb));
+        row = pad.data();
+      }
+      const float wt = w[t];
+      wsum += wt;
+      const __m256 wv = _mm256_set1_ps(wt);
+      for (int64_t jb = 0; jb < kp; jb += 8) {
+        const __m256i off =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.off.data() + jb));
+        __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(row), off, 1);
+        v = _mm256_srlv_epi32(
+            v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.sh.data() + jb)));
+        v = _mm256_and_si256(
+            v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.mask.data() + jb)));
+        float* l = lat8.data() + jb;
+        _mm256_storeu_ps(l, _mm256_fmadd_ps(wv, _mm256_cvtepi32_ps(v), _mm256_loadu_ps(l)));
+      }
+    }
+    std::copy_n(lat8.begin(), k, lat.begin());
+  } else {
+    for (int64_t t = 0; t < n; ++t) wsum += w[t];
+  }
+#else
   for (int64_t t = 0; t < n; ++t) {
     row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
     const float wt = w[t];
@@ -250,6 +339,7 @@ void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n,
       lat[static_cast<size_t>(j)] =
           madd(wt, code[static_cast<size_t>(j)], lat[static_cast<size_t>(j)]);
   }
+#endif
   chunk_ranges(params, mins.data(), scales.data());
   for (int64_t d = 0; d < D; ++d) acc[d] = madd(wsum, mean_[d], acc[d]);
   for (int64_t j = 0; j < k; ++j) {

@@ -367,6 +367,13 @@ TEST(AttentionKernels, PcaLatentSpaceMatchesDequantizeThenAttend) {
         for (float v : q) qabs += std::fabs(static_cast<double>(v));
         const std::vector<double> lat_mag(static_cast<size_t>(m), 4.0 * xmax * qabs);
         expect_close(got.data(), want, lat_mag, 4 * D, "latent dot");
+        // a row's value depends on its codes and q only, not on the run it is read in (the
+        // vector path takes eight rows at a time, the scalar one the rest)
+        for (int64_t t = 0; t < m; ++t) {
+          float one = 0.0f;
+          c->dot_rows(params.data() + 1, codes.data() + 1 + t * c->row_bytes(), 1, q.data(), &one);
+          ASSERT_EQ(one, got[static_cast<size_t>(t)]) << "row " << t;
+        }
         const std::vector<float> acc0(static_cast<size_t>(D), 0.25f);
         exact_axpy(dec, m, D, w.data(), acc0, want, mag);
         double wabs = 0;
