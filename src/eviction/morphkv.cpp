@@ -74,8 +74,19 @@ class MorphKVCache final : public eviction::EvictionCache {
       if (victim < 0) break;
       const int64_t last = st.n - 1;
       remove_slot(st, victim);  // the last slot moves into the victim's
-      if (victim != last)
-        for (int64_t r = 0; r < m.rows; ++r) m.E[m.at(r, victim)] = m.E[m.at(r, last)];
+      for (int64_t r = 0; r < m.rows; ++r) {
+        const size_t ri = static_cast<size_t>(r);
+        const double gone = static_cast<double>(m.E[m.at(r, victim)]);
+        if (gone > 0) {
+          const double z = m.Z[ri] - gone;
+          if (z >= 0.5 * m.Z[ri]) {
+            m.Z[ri] = z;
+          } else {
+            m.z_ok[ri] = 0;
+          }
+        }
+        if (victim != last) m.E[m.at(r, victim)] = m.E[m.at(r, last)];
+      }
     }
   }
 
@@ -83,6 +94,10 @@ class MorphKVCache final : public eviction::EvictionCache {
   // One head's exponentiated probe logits: row r (ring row index) over slots [0, n).
   struct Maps {
     std::vector<float> E;  // [rows, cap] row-major
+    // per row: Z = sum of its entries, carried across evictions (minus the evicted entry);
+    // recomputed when a subtraction would lose more than half of it (or when not current)
+    std::vector<double> Z;
+    std::vector<uint8_t> z_ok;
     int64_t rows = 0, cap = 0, generation = -1;
     bool valid = false;
     size_t at(int64_t r, int64_t i) const { return static_cast<size_t>(r * cap + i); }
@@ -97,6 +112,10 @@ class MorphKVCache final : public eviction::EvictionCache {
         std::copy_n(m.E.begin() + static_cast<std::ptrdiff_t>(r * m.cap), m.cap,
                     E.begin() + static_cast<std::ptrdiff_t>(r * cap));
     m.E.swap(E);
+    if (m.rows != rows) {
+      m.Z.assign(static_cast<size_t>(rows), 0.0);
+      m.z_ok.assign(static_cast<size_t>(rows), 0);
+    }
     m.rows = rows;
     m.cap = cap;
   }
@@ -115,6 +134,8 @@ class MorphKVCache final : public eviction::EvictionCache {
       e[i] = pos[i] > p ? -std::numeric_limits<float>::infinity() : e[i] * scale;
       mx = std::max(mx, e[i]);
     }
+    const size_t r = static_cast<size_t>(ring.row_index(w, g));
+    m.z_ok[r] = 0;
     if (mx == -std::numeric_limits<float>::infinity()) {  // sees nothing kept
       std::fill(e, e + n, 0.0f);
       return;
@@ -153,12 +174,18 @@ class MorphKVCache final : public eviction::EvictionCache {
       const double inv_g = 1.0 / static_cast<double>(G);
       if (!sum) std::fill(acc, acc + n, 0.0);
       for (int64_t g = 0; g < G; ++g) {
+        const size_t r = static_cast<size_t>(ring.row_index(w, g));
         const float* e = m.E.data() + m.at(ring.row_index(w, g), 0);
-        double z = eviction::sum_fixed(e, n);
-        if (!(z >= 1e-30)) {  // mass underflowed once its largest entries left: recompute
-          compute_row(st, ring, w, g, m);
-          z = eviction::sum_fixed(e, n);
+        if (!m.z_ok[r]) {
+          m.Z[r] = eviction::sum_fixed(e, n);
+          m.z_ok[r] = 1;
         }
+        if (!(m.Z[r] >= 1e-30)) {  // mass underflowed once its largest entries left: recompute
+          compute_row(st, ring, w, g, m);
+          m.Z[r] = eviction::sum_fixed(e, n);
+          m.z_ok[r] = 1;
+        }
+        const double z = m.Z[r];
         if (!(z > 0)) continue;  // sees nothing kept
         // sum fusion is linear: each probe row adds straight into the scores
         const double c = sum ? inv_g / z : 1.0 / z;
@@ -184,7 +211,9 @@ class MorphKVCache final : public eviction::EvictionCache {
   int64_t policy_bytes() const override {
     int64_t b = scratch_.bytes() + eviction::buffer_bytes(rings_) + eviction::buffer_bytes(maps_);
     for (const auto& r : rings_) b += r.bytes();
-    for (const auto& m : maps_) b += eviction::buffer_bytes(m.E);
+    for (const auto& m : maps_)
+      b += eviction::buffer_bytes(m.E) + eviction::buffer_bytes(m.Z) +
+           eviction::buffer_bytes(m.z_ok);
     return b;
   }
 };
