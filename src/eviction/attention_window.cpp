@@ -89,26 +89,23 @@ void exp_shifted_f(float* x, int64_t n, float mx) {
 void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod) {
   if (n <= 0) return;
-  Eigen::Map<Eigen::VectorXf> p(prod, n);
-  Eigen::Map<Eigen::VectorXd> o(out, n);
+  // Logits and exponentials in float (Eigen's float exp is twice as wide as its double one),
+  // the normaliser summed in double in a fixed order.
   row_dots(K, n, q, prod);
-  o = p.cast<double>() * static_cast<double>(scale);
-  if (pos != nullptr) {
-    bool any_visible = false;
-    for (int64_t i = 0; i < n; ++i) {
-      if (pos[i] > max_pos)
-        out[i] = -std::numeric_limits<double>::infinity();
-      else
-        any_visible = true;
-    }
-    if (!any_visible) {
-      o.setZero();
-      return;
-    }
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    prod[i] = pos != nullptr && pos[i] > max_pos ? -std::numeric_limits<float>::infinity()
+                                                 : prod[i] * scale;
+    mx = std::max(mx, prod[i]);
   }
-  const double mx = o.maxCoeff();
-  exp_shifted(out, n, mx);
-  o /= o.sum();
+  Eigen::Map<Eigen::VectorXd> o(out, n);
+  if (mx == -std::numeric_limits<float>::infinity()) {  // every row masked
+    o.setZero();
+    return;
+  }
+  exp_shifted(prod, n, mx);
+  const double inv = 1.0 / sum_fixed(prod, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(prod[i]) * inv;
 }
 
 namespace {
