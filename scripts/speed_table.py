@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Print the README's eviction speed table (markdown) from `bench speed --only eviction --json`.
+"""Print the README's eviction speed table (markdown) from `bench speed --only eviction --json` runs.
 
-Usage: python3 scripts/speed_table.py results/bench_speed_eviction.json
-Each cell is the method's per-token update cost divided by the decode attention step measured in
-the same run at the same (n, D); the goal column counts the cells within the speed issue's goal
-(<= 3x for the curdkv_fast rows, <= 2x for every other policy).
+Usage: python3 scripts/speed_table.py results/eviction_runs/*.json
+Each cell is the median over the runs of the method's per-token update cost divided by the
+decode attention step measured in the same run at the same (n, D), with the range over the runs
+when there are several. The goal column counts the cells whose median is within the speed
+issue's goal (<= 3x for the curdkv_fast rows, <= 2x for every other policy).
 """
 import json
+import statistics
 import sys
 
 
@@ -15,31 +17,44 @@ def fmt(r: float) -> str:
 
 
 def main() -> None:
-    rows = json.load(open(sys.argv[1]))["rows"]
-    rows = [r for r in rows if r["group"] == "eviction"]
-    cols = []
-    for r in rows:
-        if (r["n"], r["D"]) not in cols:
-            cols.append((r["n"], r["D"]))
-    names = []
-    for r in rows:
-        if r["name"] != "attention_step" and r["name"] not in names:
-            names.append(r["name"])
-    cell = {(r["name"], r["n"], r["D"]): r for r in rows}
-    attn = " / ".join(f"{cell[('attention_step', n, d)]['value'] / 1000:.1f}" for n, d in cols)
-    print(f"(attention step {attn} µs for the {len(cols)} columns)")
+    runs = [[r for r in json.load(open(p))["rows"] if r["group"] == "eviction"] for p in sys.argv[1:]]
+    cols, names = [], []
+    for rows in runs:
+        for r in rows:
+            if (r["n"], r["D"]) not in cols:
+                cols.append((r["n"], r["D"]))
+            if r["name"] != "attention_step" and r["name"] not in names:
+                names.append(r["name"])
+    ratios, attn = {}, {}
+    for rows in runs:
+        for r in rows:
+            key = (r["name"], r["n"], r["D"])
+            if r["name"] == "attention_step":
+                attn.setdefault((r["n"], r["D"]), []).append(r["value"] / 1000)
+            else:
+                ratios.setdefault(key, []).append(r["ratio"])
+    a = " / ".join(f"{statistics.median(attn[c]):.1f}" for c in cols)
+    print(f"(medians of {len(runs)} runs; attention step {a} µs for the {len(cols)} columns)")
     print()
-    print("| method | " + " | ".join(f"n={n}, D={d}" for n, d in cols) + " | goal |")
+    print("| method | " + " | ".join(f"n={n}, D={d}" for n, d in cols) + " | goal (medians) |")
     print("|---|" + "---|" * (len(cols) + 1))
     for name in names:
-        ratios = [cell[(name, n, d)]["ratio"] if (name, n, d) in cell else None for n, d in cols]
+        cells, meds = [], []
+        for n, d in cols:
+            xs = ratios.get((name, n, d))
+            if not xs:
+                cells.append("—")
+                meds.append(None)
+                continue
+            m = statistics.median(xs)
+            meds.append(m)
+            cells.append(fmt(m) if len(xs) == 1 else f"{fmt(m)} ({fmt(min(xs))}-{fmt(max(xs))})")
         goal = ""
         if name not in ("full", "curdkv_reference"):
             g = 3.0 if name.startswith("curdkv_fast") else 2.0
-            met = sum(1 for x in ratios if x is not None and x <= g)
+            met = sum(1 for x in meds if x is not None and x <= g)
             goal = f"≤ {g:g}x: met in {met} of {len(cols)}"
-        print(f"| `{name}` | " + " | ".join("—" if x is None else fmt(x) for x in ratios) +
-              f" | {goal} |")
+        print(f"| `{name}` | " + " | ".join(cells) + f" | {goal} |")
 
 
 if __name__ == "__main__":
