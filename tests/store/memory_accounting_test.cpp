@@ -135,9 +135,16 @@ TEST(MemoryAccounting, AllocatedMatchesReportedForEveryMethod) {
   const vq::Tensor K = random_tensor(w.H, w.S, w.D, 1), V = random_tensor(w.H, w.S, w.D, 2),
                    Q = random_tensor(w.Hq, w.S, w.D, 3);
   ASSERT_GT(g_live.load(), 0) << "the malloc counter is not active";
-  {  // warm the per-thread scratch every cache on this thread shares (sized by the most rows)
+  {  // warm the per-thread scratch every cache on this thread shares (sized by the most rows):
+     // the whole-cache attention of a budget that never evicts, and every eviction method's
+     // scoring path (its kernels' thread-local blocks) at a budget that does
     auto warm = vq::make_cache("h2o:budget=1073741824", w.D);
     feed(*warm, K, V, Q, w.chunk);
+    for (const auto& m : vq::methods()) {
+      if (m.family != vq::Family::Eviction || vq::find_option(m, "budget") == nullptr) continue;
+      auto c = vq::make_cache(m.id + ":budget=256", w.D);
+      feed(*c, K, V, Q, w.chunk);
+    }
   }
   for (const std::string& spec : specs(w.D)) {
     SCOPED_TRACE(spec);
