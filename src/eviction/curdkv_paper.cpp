@@ -178,11 +178,7 @@ class CurPaperCache final : public eviction::EvictionCache {
         sc_.data(), k2_, v2_);
     for (int64_t i = 0; i < n; ++i)
       st.score[static_cast<size_t>(h.order[static_cast<size_t>(i)])] = sc_[static_cast<size_t>(i)];
-    while (over_budget(st)) {
-      const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
-      if (victim < 0) break;
-      const int64_t last = st.n - 1;
-      remove_slot(st, victim);  // the last slot moves into the victim's
+    evict_lowest(st, std::numeric_limits<int64_t>::max(), [&](int64_t victim, int64_t last) {
       h.order.erase(std::find(h.order.begin(), h.order.end(), victim));
       if (victim != last) {
         *std::find(h.order.begin(), h.order.end(), last) = victim;
@@ -191,7 +187,7 @@ class CurPaperCache final : public eviction::EvictionCache {
       }
       h.ek.resize(static_cast<size_t>(st.n));
       h.ev.resize(static_cast<size_t>(st.n));
-    }
+    });
   }
 
  private:

@@ -247,11 +247,13 @@ void EvictionCache::redistribute(int64_t b) {
   }
 }
 
-void EvictionCache::evict_lowest(HeadState& st, int64_t protect_from) {
+void EvictionCache::evict_lowest(HeadState& st, int64_t protect_from, const SlotMoved& moved) {
   while (over_budget(st)) {
     const int64_t slot = argmin_score(st, protect_from);
     if (slot < 0) return;
-    remove_slot(st, slot);
+    const int64_t last = st.n - 1;
+    remove_slot(st, slot);  // the last slot moves into the removed one
+    if (moved) moved(slot, last);
   }
 }
 

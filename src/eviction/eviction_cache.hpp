@@ -8,6 +8,7 @@
 
 #include <Eigen/Dense>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -137,9 +138,12 @@ class EvictionCache : public KVCache {
     const int64_t b = adaptive_ && st.budget > 0 ? st.budget : budget_;
     return b > 0 && st.n > b;
   }
+  /// Told after each eviction: slot `removed` left and the last slot `last` (the newest row)
+  /// moved into it (removed == last: nothing moved). For per-slot state a method keeps itself.
+  using SlotMoved = std::function<void(int64_t removed, int64_t last)>;
   /// Evicts the lowest-scored evictable slot (argmin_score(st, protect_from)) until the head is
-  /// within its budget or nothing is evictable.
-  void evict_lowest(HeadState& st, int64_t protect_from);
+  /// within its budget or nothing is evictable, calling `moved` (if set) after each eviction.
+  void evict_lowest(HeadState& st, int64_t protect_from, const SlotMoved& moved = {});
   /// The value head-adaptive budgets rank a slot by (higher = kept): st.score by default.
   virtual double retention(const HeadState& st, int64_t slot) const {
     return st.score[static_cast<size_t>(slot)];

@@ -69,11 +69,7 @@ class MorphKVCache final : public eviction::EvictionCache {
       add_newest(st, ring, m);
     }
     score_from_maps(st, ring, m);
-    while (over_budget(st)) {
-      const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
-      if (victim < 0) break;
-      const int64_t last = st.n - 1;
-      remove_slot(st, victim);  // the last slot moves into the victim's
+    evict_lowest(st, std::numeric_limits<int64_t>::max(), [&](int64_t victim, int64_t last) {
       for (int64_t r = 0; r < m.rows; ++r) {
         const size_t ri = static_cast<size_t>(r);
         const double gone = static_cast<double>(m.E[m.at(r, victim)]);
@@ -87,7 +83,7 @@ class MorphKVCache final : public eviction::EvictionCache {
         }
         if (victim != last) m.E[m.at(r, victim)] = m.E[m.at(r, last)];
       }
-    }
+    });
   }
 
  private:

@@ -92,14 +92,10 @@ class NestedKVCache final : public eviction::EvictionCache {
     }
     signal_logits(st, ns, k, keep_s, keep_e);
     score(st, ns, gate);
-    while (over_budget(st)) {
-      const int64_t victim = argmin_score(st, std::numeric_limits<int64_t>::max());
-      if (victim < 0) break;
-      const int64_t last = st.n - 1;
-      remove_slot(st, victim);  // the last slot moves into the victim's
+    evict_lowest(st, std::numeric_limits<int64_t>::max(), [&](int64_t victim, int64_t last) {
       ns.ks[static_cast<size_t>(victim)] = ns.ks[static_cast<size_t>(last)];
       ns.ke[static_cast<size_t>(victim)] = ns.ke[static_cast<size_t>(last)];
-    }
+    });
   }
 
  private:
