@@ -23,8 +23,8 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
   cmd->add_option("--evict-methods", o->s.evict_methods,
                   "eviction method ids timed (default: every eviction method)")
       ->delimiter(',');
-  cmd->add_option("--only", o->only, "one group: attention, eviction, codec or generate")
-      ->check(CLI::IsMember({"attention", "eviction", "codec", "generate"}));
+  cmd->add_option("--only", o->only, "one group: attention, eviction, layer, codec or generate")
+      ->check(CLI::IsMember({"attention", "eviction", "layer", "codec", "generate"}));
   cmd->add_option("--models", o->s.models_dir, "directory holding stories260K.bin");
   cmd->add_option("--model", o->s.model_path,
                   "the generate rows' model: a llama2.c .bin, a .gguf or a Hugging Face "
@@ -33,6 +33,7 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
   cmd->callback([o, &g] {
     if (!o->only.empty()) {
       o->s.eviction = o->only == "eviction";
+      o->s.layer = o->only == "layer";
       o->s.attention = o->only == "attention";
       o->s.codec = o->only == "codec";
       o->s.generate = o->only == "generate";

@@ -255,6 +255,68 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   }
 }
 
+// A whole layer's cache update, the way the engine calls it: 8 KV heads (Llama-3.2-1B's), 4 query
+// heads each, one token per step into a cache holding n tokens. The heads are pieces of one
+// parallel loop (EvictionCache::do_update); the row is timed at the pool's thread count and
+// at 1 thread in the same run, and its ratio is the speedup (identical bytes either way).
+void add_layer_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
+  const int threads = thread_count();
+  const int64_t H = 8, G = 4, extra = 64;
+  for (int64_t D : opt.dims) {
+    for (int64_t n : opt.ns) {
+      const int64_t T = n + extra;
+      std::vector<std::vector<float>> k(H), v(H), q(H * G);
+      for (int64_t h = 0; h < H; ++h) {
+        k[static_cast<size_t>(h)] = realistic_kv(T, D, 300 + static_cast<uint64_t>(h), true);
+        v[static_cast<size_t>(h)] = realistic_kv(T, D, 400 + static_cast<uint64_t>(h), false);
+      }
+      for (int64_t j = 0; j < H * G; ++j)
+        q[static_cast<size_t>(j)] = realistic_kv(T, D, 500 + static_cast<uint64_t>(j), true);
+      // [1, heads, len, D] from token `first` on
+      auto gather = [&](const std::vector<std::vector<float>>& src, int64_t first, int64_t len) {
+        const auto heads = static_cast<int64_t>(src.size());
+        std::vector<float> x(static_cast<size_t>(heads * len * D));
+        for (int64_t h = 0; h < heads; ++h)
+          std::copy_n(src[static_cast<size_t>(h)].data() + first * D, len * D,
+                      x.data() + h * len * D);
+        return Tensor::from_fp32(x.data(), 1, heads, len, D);
+      };
+      const Tensor K0 = gather(k, 0, n), V0 = gather(v, 0, n), Q0 = gather(q, 0, n);
+      std::vector<Tensor> ks, vs, qs;
+      for (int64_t s = 0; s < extra; ++s) {
+        ks.push_back(gather(k, n + s, 1));
+        vs.push_back(gather(v, n + s, 1));
+        qs.push_back(gather(q, n + s, 1));
+      }
+      const std::string b = "budget=" + std::to_string(n) + ",n_sink=4";
+      for (const std::string& spec :
+           {"h2o:" + b + ",query=true", "tova:" + b + ",query=true", "morphkv:" + b,
+            "curdkv:" + b + ",refresh=16", std::string("kvtc")}) {
+        if (opt.progress) opt.progress("layer " + spec + " n=" + std::to_string(n));
+        auto time_at = [&](int t) {
+          set_thread_count(t);
+          auto cache = make_cache(spec, D);
+          cache->update(K0, V0, &Q0);
+          int64_t i = 0;
+          return time_per_call(opt.min_seconds, 20,
+                               [&] {
+                                 const auto at = static_cast<size_t>(i++ % extra);
+                                 cache->update(ks[at], vs[at], &qs[at]);
+                                 return static_cast<double>(cache->offset());
+                               }) *
+                 1e9;
+        };
+        const double one = time_at(1);
+        const double many = time_at(threads);
+        rows.push_back({"layer", spec, n, D, many, "ns/token", one / many, "1 thread",
+                        detail::cat(H, " KV heads x ", G, " queries, ", threads,
+                                    " threads; ratio = speedup")});
+      }
+      set_thread_count(threads);
+    }
+  }
+}
+
 void add_codec_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   const int64_t H = 8, S = 4096, D = 128;
   std::vector<float> x(static_cast<size_t>(H * S * D));
@@ -456,6 +518,7 @@ std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt) {
   std::vector<SpeedRow> rows;
   if (opt.attention) add_attention_rows(opt, rows);
   if (opt.eviction) add_eviction_rows(opt, rows);
+  if (opt.layer) add_layer_rows(opt, rows);
   if (opt.codec) add_codec_rows(opt, rows);
   if (opt.generate) add_generate_rows(opt, rows);
   return rows;

@@ -1,6 +1,7 @@
 // `veloxquant bench speed`: per-token cost of eviction methods next to the decode attention they
 // serve, KVTC codec throughput next to zstd and llama.cpp's q8_0/q4_0, and model tokens/s.
-// Eviction and codec rows run on one thread; the generate rows use the thread pool (--threads),
+// Eviction and codec rows run on one thread; the layer rows (a layer's cache update over 8 KV
+// heads) and the generate rows use the thread pool (--threads),
 // with full on one thread as a reference row when more are set. Every row carries a ratio to its
 // reference because absolute times drift.
 #pragma once
@@ -13,7 +14,7 @@
 namespace vq::bench {
 
 struct SpeedRow {
-  std::string group;  ///< "eviction", "codec", "generate"
+  std::string group;  ///< "attention", "eviction", "layer", "codec", "generate"
   std::string name;   ///< method / codec / operation
   int64_t n = 0;      ///< tokens in the cache (eviction) or S (codec)
   int64_t D = 0;
@@ -34,6 +35,7 @@ struct SpeedOptions {
   bool codec = true;
   bool attention = true;  ///< decode attention through the store vs fp32 rows
   bool eviction = true;
+  bool layer = true;  ///< a layer's cache update, the pool's threads vs 1
   bool generate = true;
   std::string models_dir;  ///< for the generate rows ("" = default search)
   /// The generate rows' model: a llama2.c .bin, a .gguf or a Hugging Face directory ("" =

@@ -208,30 +208,36 @@ void lowest_evictable(const double* score, const int64_t* pos, int64_t T, int64_
 
 int64_t ChunkScoringCache::gather(const HeadState& st, const float* K, int64_t S, int64_t pos0) {
   const int64_t T = st.n + S;
-  chunk_rows_ = std::make_unique<store::Fp32Rows>(K, S, head_dim());
-  all_K_ = std::make_unique<store::ConcatRows>(keys(st), *chunk_rows_);
-  all_pos_.resize(static_cast<size_t>(T));
-  for (int64_t t = 0; t < st.n; ++t) all_pos_[static_cast<size_t>(t)] = st.kv.position(t);
-  for (int64_t s = 0; s < S; ++s) all_pos_[static_cast<size_t>(st.n + s)] = pos0 + s;
+  Chunk& c = chunk();
+  c.chunk_rows = std::make_unique<store::Fp32Rows>(K, S, head_dim());
+  c.all_K = std::make_unique<store::ConcatRows>(keys(st), *c.chunk_rows);
+  c.all_pos.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < st.n; ++t) c.all_pos[static_cast<size_t>(t)] = st.kv.position(t);
+  for (int64_t s = 0; s < S; ++s) c.all_pos[static_cast<size_t>(st.n + s)] = pos0 + s;
   return T;
 }
 
 void ChunkScoringCache::mark_victims(int64_t T) {
-  drop_.assign(static_cast<size_t>(T), 0);
-  for (const int64_t v : victims_) drop_[static_cast<size_t>(v)] = 1;
+  Chunk& c = chunk();
+  c.drop.assign(static_cast<size_t>(T), 0);
+  for (const int64_t v : c.victims) c.drop[static_cast<size_t>(v)] = 1;
 }
 
 void ChunkScoringCache::commit(HeadState& st, const float* K, const float* V, int64_t S,
                                int64_t pos0, const double* score) {
   const int64_t D = head_dim();
   const int64_t n0 = st.n;
+  Chunk& c = chunk();
+  c.all_K.reset();  // views of this head's rows and the caller's chunk: not kept past the round
+  c.chunk_rows.reset();
+  const std::vector<char>& drop = c.drop;
   for (int64_t t = 0; t < n0; ++t)
-    if (!drop_[static_cast<size_t>(t)]) st.score[static_cast<size_t>(t)] = score[t];
+    if (!drop[static_cast<size_t>(t)]) st.score[static_cast<size_t>(t)] = score[t];
   // Highest slot first: the row that moves into a freed slot is always one that stays.
   for (int64_t t = n0 - 1; t >= 0; --t)
-    if (drop_[static_cast<size_t>(t)]) remove_slot(st, t);
+    if (drop[static_cast<size_t>(t)]) remove_slot(st, t);
   for (int64_t s = 0; s < S; ++s)
-    if (!drop_[static_cast<size_t>(n0 + s)])
+    if (!drop[static_cast<size_t>(n0 + s)])
       append(st, K + s * D, V + s * D, pos0 + s, score[n0 + s]);
 }
 

@@ -109,25 +109,30 @@ class ChunkScoringCache : public EvictionCache {
   using EvictionCache::EvictionCache;
 
  protected:
-  /// Makes all_K_ read the st.n kept rows (slot order) then the S chunk rows (K stays the
-  /// caller's until commit), and fills all_pos_. Returns T = st.n + S. Row t < st.n is slot t;
-  /// row st.n + s is chunk token s.
+  /// One round's working set (one per thread: heads run in parallel).
+  struct Chunk {
+    std::unique_ptr<store::RowSource> chunk_rows, all_K;  // kept keys then the chunk's
+    std::vector<int64_t> all_pos;                         // [T]
+    std::vector<char> drop;                               // [T]
+    std::vector<int64_t> order, victims;
+    std::vector<double> score;  // [T] the round's scores (the method fills it)
+    AttnScratch attn;
+  };
+  /// The calling thread's working set.
+  Chunk& chunk() { return chunk_.local(); }
+  /// Makes chunk().all_K read the st.n kept rows (slot order) then the S chunk rows (K stays the
+  /// caller's until commit), and fills chunk().all_pos. Returns T = st.n + S. Row t < st.n is
+  /// slot t; row st.n + s is chunk token s.
   int64_t gather(const HeadState& st, const float* K, int64_t S, int64_t pos0);
-  /// Applies a decision over the gathered rows: rows flagged in drop_ leave, the others stay
-  /// (kept slots and appended chunk rows) with score[t] as their new retention score.
+  /// Applies a decision over the gathered rows: rows flagged in chunk().drop leave, the others
+  /// stay (kept slots and appended chunk rows) with score[t] as their new retention score.
   void commit(HeadState& st, const float* K, const float* V, int64_t S, int64_t pos0,
               const double* score);
-  /// Flags for drop_ the rows listed in victims_ (clearing the other flags first).
+  /// Flags for chunk().drop the rows listed in chunk().victims (clearing the other flags first).
   void mark_victims(int64_t T);
 
-  std::unique_ptr<store::RowSource> chunk_rows_, all_K_;  // kept keys then the chunk's
-  int64_t policy_bytes() const override {
-    return static_cast<int64_t>(all_pos_.capacity() * sizeof(int64_t) + drop_.capacity() +
-                                (order_.capacity() + victims_.capacity()) * sizeof(int64_t));
-  }
-  std::vector<int64_t> all_pos_;  // [T]
-  std::vector<char> drop_;        // [T]
-  std::vector<int64_t> order_, victims_;
+ private:
+  Scratch<Chunk> chunk_;
 };
 
 }  // namespace vq::eviction

@@ -75,15 +75,16 @@ class CurDKVCache final : public eviction::EvictionCache {
   // The spec's steps 1-4 literally: two full SVDs per token (the oracle).
   void on_token_reference(eviction::HeadState& st, const float* k, const float* v,
                           const eviction::QueryRows& q, int64_t pos) {
+    Buffers& w = scratch_.local();
     if (st.n > 0) {
       weighted_block(st, st.n, k, q);
-      eviction::leverage_reference(W_.data(), st.n, head_dim(), rank_cap_, lev_.data());
+      eviction::leverage_reference(w.W.data(), st.n, head_dim(), rank_cap_, w.lev.data());
       accumulate(st);
     }
     const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
     weighted_block(st, st.n, k, q);
-    eviction::leverage_reference(W_.data(), st.n, head_dim(), rank_cap_, lev_.data());
-    st.score[static_cast<size_t>(slot)] = lev_[static_cast<size_t>(slot)];
+    eviction::leverage_reference(w.W.data(), st.n, head_dim(), rank_cap_, w.lev.data());
+    st.score[static_cast<size_t>(slot)] = w.lev[static_cast<size_t>(slot)];
   }
 
   // Same quantities without an SVD (see SubspaceLeverage). The seed reuses the Gram matrix of
@@ -91,6 +92,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   void on_token_fast(eviction::HeadState& st, const float* k, const float* v,
                      const eviction::QueryRows& q, int64_t pos) {
     const int64_t D = head_dim();
+    Buffers& w = scratch_.local();
     SubspaceLeverage& lev = trackers_[head_index(st)];
     const bool had_stored = st.n > 0;
     // Encoding a chunk of the window changes the decoded values of its rows: the tracker's
@@ -103,14 +105,14 @@ class CurDKVCache final : public eviction::EvictionCache {
     if (had_stored) {
       if (fast_path()) {  // the tracker works on W = a ⊙ V without forming it, reusing V Q per slot
         const int64_t n0 = st.n;
-        attn_.resize(static_cast<size_t>(n0));
-        tmp_.resize(static_cast<size_t>(n0));
-        lev_.resize(static_cast<size_t>(n0));
-        eviction::driving_attention(keys(st), n0, k, q, use_queries_, attn_.data(), tmp_.data());
-        block = lev.stored_scaled(values(st), attn_.data(), n0, rank_cap_, lev_.data());
+        w.attn.resize(static_cast<size_t>(n0));
+        w.tmp.resize(static_cast<size_t>(n0));
+        w.lev.resize(static_cast<size_t>(n0));
+        eviction::driving_attention(keys(st), n0, k, q, use_queries_, w.attn.data(), w.tmp.data());
+        block = lev.stored_scaled(values(st), w.attn.data(), n0, rank_cap_, w.lev.data());
       } else {
         weighted_block(st, st.n, k, q);
-        block = lev.stored(W_, st.n, rank_cap_, lev_.data());
+        block = lev.stored(w.W, st.n, rank_cap_, w.lev.data());
       }
       accumulate(st);
     }
@@ -123,69 +125,72 @@ class CurDKVCache final : public eviction::EvictionCache {
     if (proportional) {
       const double a_new = newcomer_attention(st, slot, k, q);
       // the newcomer's value as the store holds it (the rows of W are stored values)
-      vrow_.resize(static_cast<size_t>(D));
-      values(st).read(slot, 1, vrow_.data());
-      wnew_.resize(D);
+      w.vrow.resize(static_cast<size_t>(D));
+      values(st).read(slot, 1, w.vrow.data());
+      w.wnew.resize(D);
       for (int64_t d = 0; d < D; ++d)
-        wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
-      seed = std::move(*block).seed_scaled(1.0 - a_new, wnew_.data(), D);
+        w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
+      seed = std::move(*block).seed_scaled(1.0 - a_new, w.wnew.data(), D);
     } else if (had_stored && fast_path()) {
       // several query heads: the old rows' new weights are not one common rescaling, but they
       // keep their slots, so the seed reweights the scored block's per-slot projections
-      attn_.resize(static_cast<size_t>(n));
-      tmp_.resize(static_cast<size_t>(n));
-      eviction::driving_attention(keys(st), n, k, q, use_queries_, attn_.data(), tmp_.data());
-      const double a_new = attn_[static_cast<size_t>(slot)];
-      vrow_.resize(static_cast<size_t>(D));
-      values(st).read(slot, 1, vrow_.data());
-      wnew_.resize(D);
+      w.attn.resize(static_cast<size_t>(n));
+      w.tmp.resize(static_cast<size_t>(n));
+      eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
+      const double a_new = w.attn[static_cast<size_t>(slot)];
+      w.vrow.resize(static_cast<size_t>(D));
+      values(st).read(slot, 1, w.vrow.data());
+      w.wnew.resize(D);
       for (int64_t d = 0; d < D; ++d)
-        wnew_(d) = a_new * static_cast<double>(vrow_[static_cast<size_t>(d)]);
-      seed = std::move(*block).seed_reweighted(attn_.data(), wnew_.data(), D);
+        w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
+      seed = std::move(*block).seed_reweighted(w.attn.data(), w.wnew.data(), D);
     } else {
       weighted_block(st, n, k, q);
-      seed = lev.last_row(W_, n, rank_cap_);
+      seed = lev.last_row(w.W, n, rank_cap_);
     }
     st.score[static_cast<size_t>(slot)] = seed;
   }
 
   // The newcomer's share a'_new of the attention over the enlarged block [0, n0] (slot = n0),
-  // from the scored block's attention attn_[0, n0) and two logits instead of another pass:
+  // from the scored block's attention attn[0, n0) and two logits instead of another pass:
   // for any stored j, sum_i exp(s_i - s_new) = exp(s_j - s_new) / a_j, so
   // a'_new = 1 / (1 + exp(s_j - s_new) / a_j); j = the largest a_j keeps the division exact.
   double newcomer_attention(const eviction::HeadState& st, int64_t slot, const float* k,
-                            const eviction::QueryRows& q) const {
+                            const eviction::QueryRows& q) {
+    const std::vector<double>& attn = scratch_->attn;
     const float* qv = use_queries_ && q.G == 1 ? q.row(0) : k;
     int64_t j = 0;
     for (int64_t i = 1; i < slot; ++i)
-      if (attn_[static_cast<size_t>(i)] > attn_[static_cast<size_t>(j)]) j = i;
+      if (attn[static_cast<size_t>(i)] > attn[static_cast<size_t>(j)]) j = i;
     const double scale = static_cast<double>(1.0f / std::sqrt(static_cast<float>(head_dim())));
     const double s_j = static_cast<double>(eviction::row_dot(keys(st), j, qv)) * scale;
     const double s_new = static_cast<double>(eviction::row_dot(keys(st), slot, qv)) * scale;
-    return 1.0 / (1.0 + std::exp(s_j - s_new) / attn_[static_cast<size_t>(j)]);
+    return 1.0 / (1.0 + std::exp(s_j - s_new) / attn[static_cast<size_t>(j)]);
   }
 
   void accumulate(eviction::HeadState& st) {
+    const Buffers& w = scratch_.local();
     for (int64_t i = 0; i < st.n; ++i) {
-      st.score[static_cast<size_t>(i)] += lev_[static_cast<size_t>(i)];
+      st.score[static_cast<size_t>(i)] += w.lev[static_cast<size_t>(i)];
       st.aux[static_cast<size_t>(i)] += 1.0;
     }
   }
 
  private:
-  // W_[0, n) = a ⊙ V[0, n), a = driving attention of this token over K[0, n).
+  // W[0, n) = a ⊙ V[0, n), a = driving attention of this token over K[0, n).
   void weighted_block(const eviction::HeadState& st, int64_t n, const float* k,
                       const eviction::QueryRows& q) {
     const int64_t D = head_dim();
-    attn_.resize(static_cast<size_t>(n));
-    tmp_.resize(static_cast<size_t>(n));
-    lev_.resize(static_cast<size_t>(n));
-    if (W_.rows() < n) W_.resize(std::max<int64_t>(n, 2 * W_.rows()), D);
-    eviction::driving_attention(keys(st), n, k, q, use_queries_, attn_.data(), tmp_.data());
-    store::for_each_block(values(st), blk_, [&](int64_t first, int64_t m, const float* rows) {
+    Buffers& w = scratch_.local();
+    w.attn.resize(static_cast<size_t>(n));
+    w.tmp.resize(static_cast<size_t>(n));
+    w.lev.resize(static_cast<size_t>(n));
+    if (w.W.rows() < n) w.W.resize(std::max<int64_t>(n, 2 * w.W.rows()), D);
+    eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
+    store::for_each_block(values(st), w.blk, [&](int64_t first, int64_t m, const float* rows) {
       for (int64_t j = 0; j < m; ++j)
-        W_.row(first + j) = static_cast<double>(attn_[static_cast<size_t>(first + j)]) *
-                            Eigen::Map<const Eigen::RowVectorXf>(rows + j * D, D).cast<double>();
+        w.W.row(first + j) = static_cast<double>(w.attn[static_cast<size_t>(first + j)]) *
+                             Eigen::Map<const Eigen::RowVectorXf>(rows + j * D, D).cast<double>();
     });
   }
 
@@ -200,19 +205,18 @@ class CurDKVCache final : public eviction::EvictionCache {
   bool fast_path() const {
     return !reference_ && solver_ == eviction::LeverageSolver::one_iteration;
   }
-  std::vector<double> attn_, tmp_, lev_;
-  Eigen::VectorXd wnew_;
+  struct Buffers {
+    std::vector<double> attn, tmp, lev;
+    Eigen::VectorXd wnew;
+    eviction::RowMatD W;      // Eigen-owned (aligned): reductions do not depend on input addresses
+    std::vector<float> blk;   // one decoded block of V
+    std::vector<float> vrow;  // one decoded value row
+  };
+  eviction::Scratch<Buffers> scratch_;
   std::vector<SubspaceLeverage> trackers_;
-  eviction::RowMatD W_;      // Eigen-owned (aligned): reductions do not depend on input addresses
-  std::vector<float> blk_;   // one decoded block of V
-  std::vector<float> vrow_;  // one decoded value row
   std::vector<int64_t> generation_;  // per head: the store generation the trackers last saw
   int64_t policy_bytes() const override {
-    int64_t b = eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_) +
-                eviction::buffer_bytes(lev_) + eviction::buffer_bytes(wnew_) +
-                eviction::buffer_bytes(W_) + eviction::buffer_bytes(blk_) +
-                eviction::buffer_bytes(vrow_) + eviction::buffer_bytes(trackers_) +
-                eviction::buffer_bytes(generation_);
+    int64_t b = eviction::buffer_bytes(trackers_) + eviction::buffer_bytes(generation_);
     for (const auto& t : trackers_) b += t.bytes();
     return b;
   }

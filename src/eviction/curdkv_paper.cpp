@@ -157,27 +157,30 @@ class CurPaperCache final : public eviction::EvictionCache {
         st.kv.position(h.order.back()) >= pos) {
       rebuild(st, h);
     } else {
-      row_.resize(static_cast<size_t>(D));
+      std::vector<float>& row = scratch_->row;
+      row.resize(static_cast<size_t>(D));
       h.ek.resize(static_cast<size_t>(n));
       h.ev.resize(static_cast<size_t>(n));
-      keys(st).read(slot, 1, row_.data());
-      h.ek[static_cast<size_t>(slot)] = p_.energy(row_.data(), D);
-      values(st).read(slot, 1, row_.data());
-      h.ev[static_cast<size_t>(slot)] = p_.energy(row_.data(), D);
+      keys(st).read(slot, 1, row.data());
+      h.ek[static_cast<size_t>(slot)] = p_.energy(row.data(), D);
+      values(st).read(slot, 1, row.data());
+      h.ev[static_cast<size_t>(slot)] = p_.energy(row.data(), D);
       h.order.push_back(slot);  // the newest position comes last
     }
-    k2_.resize(static_cast<size_t>(n));
-    v2_.resize(static_cast<size_t>(n));
+    Buffers& w = scratch_.local();
+    std::vector<double>&k2 = w.k2, &v2 = w.v2, &sc = w.sc;
+    k2.resize(static_cast<size_t>(n));
+    v2.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      k2_[static_cast<size_t>(i)] = h.ek[static_cast<size_t>(h.order[static_cast<size_t>(i)])];
-      v2_[static_cast<size_t>(i)] = h.ev[static_cast<size_t>(h.order[static_cast<size_t>(i)])];
+      k2[static_cast<size_t>(i)] = h.ek[static_cast<size_t>(h.order[static_cast<size_t>(i)])];
+      v2[static_cast<size_t>(i)] = h.ev[static_cast<size_t>(h.order[static_cast<size_t>(i)])];
     }
-    sc_.resize(static_cast<size_t>(n));
+    sc.resize(static_cast<size_t>(n));
     scores_from_energies(
         p_, n, [&](int64_t i) { return st.kv.position(h.order[static_cast<size_t>(i)]); },
-        sc_.data(), k2_, v2_);
+        sc.data(), k2, v2);
     for (int64_t i = 0; i < n; ++i)
-      st.score[static_cast<size_t>(h.order[static_cast<size_t>(i)])] = sc_[static_cast<size_t>(i)];
+      st.score[static_cast<size_t>(h.order[static_cast<size_t>(i)])] = sc[static_cast<size_t>(i)];
     evict_lowest(st, std::numeric_limits<int64_t>::max(), [&](int64_t victim, int64_t last) {
       h.order.erase(std::find(h.order.begin(), h.order.end(), victim));
       if (victim != last) {
@@ -200,14 +203,15 @@ class CurPaperCache final : public eviction::EvictionCache {
 
   void rebuild(const eviction::HeadState& st, Held& h) {
     const int64_t n = st.n, D = head_dim();
-    row_.resize(static_cast<size_t>(D));
+    std::vector<float>& row = scratch_->row;
+    row.resize(static_cast<size_t>(D));
     h.ek.resize(static_cast<size_t>(n));
     h.ev.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
-      keys(st).read(i, 1, row_.data());
-      h.ek[static_cast<size_t>(i)] = p_.energy(row_.data(), D);
-      values(st).read(i, 1, row_.data());
-      h.ev[static_cast<size_t>(i)] = p_.energy(row_.data(), D);
+      keys(st).read(i, 1, row.data());
+      h.ek[static_cast<size_t>(i)] = p_.energy(row.data(), D);
+      values(st).read(i, 1, row.data());
+      h.ev[static_cast<size_t>(i)] = p_.energy(row.data(), D);
     }
     h.order.resize(static_cast<size_t>(n));
     std::iota(h.order.begin(), h.order.end(), int64_t{0});
@@ -219,12 +223,13 @@ class CurPaperCache final : public eviction::EvictionCache {
 
   CurParams p_;
   std::vector<Held> heads_;
-  std::vector<float> row_;
-  std::vector<double> sc_, k2_, v2_;
+  struct Buffers {
+    std::vector<float> row;
+    std::vector<double> sc, k2, v2;
+  };
+  eviction::Scratch<Buffers> scratch_;
   int64_t policy_bytes() const override {
-    int64_t b = eviction::buffer_bytes(heads_) + eviction::buffer_bytes(row_) +
-                eviction::buffer_bytes(sc_) + eviction::buffer_bytes(k2_) +
-                eviction::buffer_bytes(v2_) + eviction::buffer_bytes(p_.G);
+    int64_t b = eviction::buffer_bytes(heads_) + eviction::buffer_bytes(p_.G);
     for (const auto& h : heads_)
       b += eviction::buffer_bytes(h.ek) + eviction::buffer_bytes(h.ev) +
            eviction::buffer_bytes(h.order);

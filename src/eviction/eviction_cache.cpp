@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/thread_pool.hpp"
 #include "eviction/one_shot.hpp"
 #include "store/buffers.hpp"
 #include "veloxquant/errors.hpp"
@@ -131,28 +132,52 @@ bool EvictionCache::quantizes_queries(int64_t* block) const {
   return quant_q_;
 }
 
+void EvictionCache::run_heads(const Tensor& keys, const Tensor& values, const Tensor* queries,
+                              int64_t i0, int64_t i1) {
+  const int64_t S = keys.S(), H = keys.H();
+  const int64_t G = queries ? queries->H() / H : 0;
+  std::vector<QueryRows>& qrows = qrows_->rows;
+  qrows.resize(static_cast<size_t>(S));
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t b = i / H, h = i % H;
+    for (int64_t s = 0; s < S; ++s) {
+      qrows[static_cast<size_t>(s)] =
+          queries ? QueryRows{queries->row(b, h * G, s), G, queries->S() * queries->D()}
+                  : QueryRows{};
+    }
+    HeadState& st = heads_[static_cast<size_t>(i)];
+    process_head(st, keys.head(b, h), values.head(b, h), qrows, S, offset());
+    st.kv.settle();
+  }
+  if (qrows.capacity() > 64) std::vector<QueryRows>().swap(qrows);  // a prefill's, not kept
+}
+
 void EvictionCache::do_update(const Tensor& keys, const Tensor& values, const Tensor* queries) {
   if (one_shot_ && keys.S() > 1) {
     compress_context(keys, values, queries);
     return;
   }
-  const int64_t S = keys.S();
-  const int64_t G = queries ? queries->H() / keys.H() : 0;
-  qrows_.resize(static_cast<size_t>(S));
-  for (int64_t b = 0; b < keys.B(); ++b) {
-    for (int64_t h = 0; h < keys.H(); ++h) {
-      for (int64_t s = 0; s < S; ++s) {
-        qrows_[static_cast<size_t>(s)] =
-            queries ? QueryRows{queries->row(b, h * G, s), G, queries->S() * queries->D()}
-                    : QueryRows{};
-      }
-      HeadState& st = heads_[static_cast<size_t>(b * keys.H() + h)];
-      process_head(st, keys.head(b, h), values.head(b, h), qrows_, S, offset());
-      st.kv.settle();
-    }
-    if (adaptive_) redistribute(b);
+  // Heads are independent (each owns its store, scores and per-head method state; scratch is
+  // per thread), so they run as pieces of one loop: the same bytes for any thread count. A
+  // piece holds at least about min_piece_macs() of work, estimated as twice the multiply-adds of
+  // the attention the update drives (S rows against the held ones, over the query group): the
+  // policies' softmax in double and their exponentials cost about as much again (bench speed's
+  // layer rows: h2o, tova and morphkv at n = 512, D = 64). Small heads run together.
+  ThreadPool& pool = global_pool();
+  const int64_t S = keys.S(), H = keys.H(), D = head_dim();
+  const int64_t G = queries ? std::max<int64_t>(1, queries->H() / H) : 1;
+  const int64_t held = heads_.empty() ? 0 : heads_[0].n;
+  const int64_t grain = grain_for(2 * S * (held + S) * D * G);
+  auto heads = [&](int64_t i0, int64_t i1) { run_heads(keys, values, queries, i0, i1); };
+  if (!adaptive_) {
+    pool.parallel_for(keys.B() * H, grain, heads);
+    return;
   }
-  if (qrows_.capacity() > 64) std::vector<QueryRows>().swap(qrows_);  // a prefill's, not kept
+  // Head-adaptive budgets: a batch row's heads, then its budgets for the next token.
+  for (int64_t b = 0; b < keys.B(); ++b) {
+    pool.parallel_for(H, grain, [&](int64_t h0, int64_t h1) { heads(b * H + h0, b * H + h1); });
+    redistribute(b);
+  }
 }
 
 void EvictionCache::compress_context(const Tensor& keys, const Tensor& values,
@@ -312,8 +337,8 @@ CacheStats EvictionCache::stats() const {
   st.content_bytes = static_cast<double>(b.content);
   st.codec_param_bytes = static_cast<double>(b.params);
   st.index_bytes = static_cast<double>(b.index);
-  st.policy_bytes = static_cast<double>(slots + policy_bytes() + b.scratch + cap_bytes(qrows_) +
-                                        cap_bytes(rank_) + cap_bytes(rank_order_));
+  st.policy_bytes = static_cast<double>(slots + policy_bytes() + b.scratch + cap_bytes(rank_) +
+                                        cap_bytes(rank_order_));
   st.overhead_bytes = static_cast<double>(heads_.capacity() * sizeof(HeadState));
   st.kept_bytes = st.content_bytes + st.codec_param_bytes + st.policy_bytes + st.index_bytes +
                   st.overhead_bytes;

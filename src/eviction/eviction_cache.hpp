@@ -54,6 +54,24 @@ struct HeadState {
   int64_t budget = 0;  // this head's budget under head-adaptive budgets (0: the cache's)
 };
 
+/// Working buffers a method reuses from token to token (attention rows, decoded blocks, GEMM
+/// outputs). They belong to the thread that processes a head, not to a cache: one T per thread
+/// and method, shared by every cache of that method the thread runs (a model's layers do not each
+/// hold a copy, as the kernels' blocks), so heads can be processed on several threads at once
+/// (EvictionCache::do_update) and a cache's kept_bytes counts only what the cache itself holds.
+/// What a head leaves in the buffers must never matter to the next one (written before read):
+/// results do not depend on which thread ran which head.
+template <typename T>
+class Scratch {
+ public:
+  /// The calling thread's buffers.
+  T& local() {
+    thread_local T t;
+    return t;
+  }
+  T* operator->() { return &local(); }
+};
+
 class EvictionCache : public KVCache {
  public:
   /// budget: most tokens kept per head (0 = unbounded). n_sink: positions < n_sink never evicted.
@@ -148,16 +166,21 @@ class EvictionCache : public KVCache {
   virtual double retention(const HeadState& st, int64_t slot) const {
     return st.score[static_cast<size_t>(slot)];
   }
-  /// Index b * H + h of a head's state, for methods that keep extra per-head state.
+  /// Index b * H + h of a head's state, for methods that keep extra per-head state. Heads run
+  /// in parallel (do_update): per-head state is indexed by it, shared scratch is a Scratch<T>.
   size_t head_index(const HeadState& st) const { return st.index; }
   /// Bytes of per-token and per-head state the method keeps beyond HeadState (score buffers,
-  /// projections, probe windows, scratch it holds on to), from its buffers' capacities.
+  /// projections, probe windows), from its buffers' capacities. Per-thread Scratch is not the
+  /// cache's and is not counted.
   virtual int64_t policy_bytes() const { return 0; }
   /// False for methods that never read st.score / st.aux (full, streaming_llm): append() then
   /// keeps no per-slot scores.
   virtual bool keeps_scores() const { return true; }
 
  private:
+  // Runs process_head (then settle) for heads [i0, i1) of the flat b * H + h order.
+  void run_heads(const Tensor& keys, const Tensor& values, const Tensor* queries, int64_t i0,
+                 int64_t i1);
   // AdaKV between updates: each head's budget for the next token, from the layer's scores.
   void redistribute(int64_t b);
   // The first multi-token update under compress_first_context().
@@ -180,7 +203,10 @@ class EvictionCache : public KVCache {
   bool pre_rope_ = false, quant_q_ = false;  // what the codec asks of attention
   int64_t q_block_ = 32;
   std::vector<HeadState> heads_;
-  std::vector<QueryRows> qrows_;  // scratch, reused across updates
+  struct QueryScratch {
+    std::vector<QueryRows> rows;
+  };
+  Scratch<QueryScratch> qrows_;  // one head's query rows per token
 };
 
 /// out[i] = K[i] . q for i < n (n <= K.rows()), K read block by block.

@@ -198,11 +198,12 @@ class EACache final : public eviction::EvictionCache {
       hs.assign(static_cast<size_t>(G), {});
       for (auto& s : hs) s.reset(D);
     }
+    Buffers& w = scratch_.local();
     if (pos >= p_.n_sink) {
-      qbuf_.resize(static_cast<size_t>(D));
+      w.qbuf.resize(static_cast<size_t>(D));
       for (int64_t g = 0; g < G; ++g) {
-        unrope(q.G > 0 ? q.row(g) : k, D, pos, qbuf_.data());
-        hs[static_cast<size_t>(g)].add(qbuf_.data(), D);
+        unrope(q.G > 0 ? q.row(g) : k, D, pos, w.qbuf.data());
+        hs[static_cast<size_t>(g)].add(w.qbuf.data(), D);
       }
     }
     const int64_t slot = append(st, k, v, pos, 0.0);
@@ -216,16 +217,16 @@ class EACache final : public eviction::EvictionCache {
     }
     since = 1;
     const int64_t n = st.n;
-    kbuf_.resize(static_cast<size_t>(n * D));
-    vbuf_.resize(static_cast<size_t>(n * D));
-    keys(st).read(0, n, kbuf_.data());
-    values(st).read(0, n, vbuf_.data());
-    sc_.resize(static_cast<size_t>(n));
+    w.kbuf.resize(static_cast<size_t>(n * D));
+    w.vbuf.resize(static_cast<size_t>(n * D));
+    keys(st).read(0, n, w.kbuf.data());
+    values(st).read(0, n, w.vbuf.data());
+    w.sc.resize(static_cast<size_t>(n));
     ea_scores(
-        p_, hs, D, n, pos + 1, [&](int64_t j) { return kbuf_.data() + j * D; },
-        [&](int64_t j) { return vbuf_.data() + j * D; },
-        [&](int64_t j) { return st.kv.position(j); }, sc_.data());
-    std::copy(sc_.begin(), sc_.end(), st.score.begin());
+        p_, hs, D, n, pos + 1, [&](int64_t j) { return w.kbuf.data() + j * D; },
+        [&](int64_t j) { return w.vbuf.data() + j * D; },
+        [&](int64_t j) { return st.kv.position(j); }, w.sc.data());
+    std::copy(w.sc.begin(), w.sc.end(), st.score.begin());
     evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
@@ -234,12 +235,13 @@ class EACache final : public eviction::EvictionCache {
   int64_t rescore_;
   std::vector<int64_t> since_;  // per (b, h): evictions since the last rescore (0: never scored)
   std::vector<std::vector<QueryStats>> stats_;  // per (b, h): one per query head of the group
-  std::vector<double> qbuf_, sc_;
-  std::vector<float> kbuf_, vbuf_;
+  struct Buffers {
+    std::vector<double> qbuf, sc;
+    std::vector<float> kbuf, vbuf;
+  };
+  eviction::Scratch<Buffers> scratch_;
   int64_t policy_bytes() const override {
-    int64_t b = eviction::buffer_bytes(stats_) + eviction::buffer_bytes(qbuf_) +
-                eviction::buffer_bytes(sc_) + eviction::buffer_bytes(kbuf_) +
-                eviction::buffer_bytes(vbuf_) + eviction::buffer_bytes(since_);
+    int64_t b = eviction::buffer_bytes(stats_) + eviction::buffer_bytes(since_);
     for (const auto& hs : stats_)
       for (const auto& s : hs) b += eviction::buffer_bytes(s.sum) + eviction::buffer_bytes(s.outer);
     return b;

@@ -27,12 +27,13 @@ class H2OCache final : public eviction::EvictionCache {
     if (st.n == 0) {
       append(st, k, v, pos, 1.0);  // the very first token starts with full mass
     } else {
-      attn_.resize(static_cast<size_t>(st.n));
-      tmp_.resize(static_cast<size_t>(st.n));
-      eviction::driving_attention(keys(st), st.n, k, q, use_queries_, attn_.data(), tmp_.data());
+      Buffers& w = scratch_.local();
+      w.attn.resize(static_cast<size_t>(st.n));
+      w.tmp.resize(static_cast<size_t>(st.n));
+      eviction::driving_attention(keys(st), st.n, k, q, use_queries_, w.attn.data(), w.tmp.data());
       for (int64_t i = 0; i < st.n; ++i) {
         double& s = st.score[static_cast<size_t>(i)];
-        s = decay_ * s + attn_[static_cast<size_t>(i)];
+        s = decay_ * s + w.attn[static_cast<size_t>(i)];
       }
       append(st, k, v, pos, 0.0);  // a newcomer starts accumulating at the next step
     }
@@ -45,10 +46,10 @@ class H2OCache final : public eviction::EvictionCache {
   int64_t recent_;
   double decay_;
   bool use_queries_;
-  std::vector<double> attn_, tmp_;
-  int64_t policy_bytes() const override {
-    return eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_);
-  }
+  struct Buffers {
+    std::vector<double> attn, tmp;
+  };
+  eviction::Scratch<Buffers> scratch_;
 };
 
 // One shot (kvpress's ObservedAttentionPress): the attention token j receives from every context

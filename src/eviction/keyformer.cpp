@@ -52,21 +52,22 @@ class KeyformerCache final : public eviction::EvictionCache {
       append(st, k, v, pos, 1.0, z);
     } else {
       const size_t n = static_cast<size_t>(st.n);
-      if (attn_.size() < n) {
-        attn_.resize(n);
-        tmp_.resize(n);
-        prod_.resize(n);
+      Buffers& w = scratch_.local();
+      if (w.attn.size() < n) {
+        w.attn.resize(n);
+        w.tmp.resize(n);
+        w.prod.resize(n);
       }
-      Eigen::Map<Eigen::VectorXd> a(attn_.data(), st.n), t(tmp_.data(), st.n);
+      Eigen::Map<Eigen::VectorXd> a(w.attn.data(), st.n), t(w.tmp.data(), st.n);
       if (use_queries_ && q.G > 0) {
         a.setZero();
         for (int64_t g = 0; g < q.G; ++g) {
-          noisy_softmax(st, q.row(g), tmp_.data());
+          noisy_softmax(st, q.row(g), w.tmp.data(), w.prod.data());
           a += t;
         }
         a /= static_cast<double>(q.G);
       } else {
-        noisy_softmax(st, k, attn_.data());
+        noisy_softmax(st, k, w.attn.data(), w.prod.data());
       }
       Eigen::Map<Eigen::VectorXd>(st.score.data(), st.n) += a;
       append(st, k, v, pos, 0.0, z);
@@ -77,15 +78,17 @@ class KeyformerCache final : public eviction::EvictionCache {
   }
 
  private:
-  // out[0:n] = softmax((K q / sqrt(D) + z) / tau) over the kept rows; z is st.aux.
-  void noisy_softmax(const eviction::HeadState& st, const float* q, double* out) {
+  // out[0:n] = softmax((K q / sqrt(D) + z) / tau) over the kept rows; z is st.aux. prod: scratch
+  // of n floats.
+  void noisy_softmax(const eviction::HeadState& st, const float* q, double* out,
+                     float* prod) const {
     const int64_t n = st.n, D = head_dim();
     const double scale = 1.0 / std::sqrt(static_cast<double>(D));
     (void)D;
     Eigen::Map<const Eigen::VectorXd> z(st.aux.data(), n);
-    Eigen::Map<Eigen::VectorXf> p(prod_.data(), n);
+    Eigen::Map<Eigen::VectorXf> p(prod, n);
     Eigen::Map<Eigen::VectorXd> o(out, n);
-    eviction::row_dots(keys(st), n, q, prod_.data());
+    eviction::row_dots(keys(st), n, q, prod);
     o = (p.cast<double>() * scale + z) * inv_tau_;
     const double mx = o.maxCoeff();
     o = (o.array() - mx).exp();
@@ -95,12 +98,11 @@ class KeyformerCache final : public eviction::EvictionCache {
   int64_t recent_;
   double inv_tau_;
   bool use_queries_;
-  std::vector<double> attn_, tmp_;
-  std::vector<float> prod_;
-  int64_t policy_bytes() const override {
-    return eviction::buffer_bytes(attn_) + eviction::buffer_bytes(tmp_) +
-           eviction::buffer_bytes(prod_);
-  }
+  struct Buffers {
+    std::vector<double> attn, tmp;
+    std::vector<float> prod;
+  };
+  eviction::Scratch<Buffers> scratch_;
 };
 
 // One shot (kvpress has no Keyformer press): the decode rule's accumulation run over the prefilled

@@ -54,11 +54,12 @@ class KVzipCache final : public eviction::ChunkScoringCache {
       return;
     }
     const int64_t T = gather(st, K, S, pos0);
-    repeat_scores(T);
-    eviction::lowest_evictable(score_.data(), all_pos_.data(), T, n_sink(), T - budget(), order_,
-                               victims_);
+    Chunk& c = chunk();
+    repeat_scores(T, c);
+    eviction::lowest_evictable(c.score.data(), c.all_pos.data(), T, n_sink(), T - budget(), c.order,
+                               c.victims);
     mark_victims(T);
-    commit(st, K, V, S, pos0, score_.data());
+    commit(st, K, V, S, pos0, c.score.data());
   }
 
   // probe=latest: tova's step.
@@ -66,29 +67,32 @@ class KVzipCache final : public eviction::ChunkScoringCache {
                 const eviction::QueryRows& q, int64_t pos) override {
     append(st, k, v, pos, 0.0);
     if (!over_budget(st)) return;
-    eviction::step_attention(keys(st), st.n, k, q, use_queries_, scratch_);
-    std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
+    eviction::AttnScratch& w = chunk().attn;
+    eviction::step_attention(keys(st), st.n, k, q, use_queries_, w);
+    std::copy_n(w.out.begin(), st.n, st.score.begin());
     evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
-  // score_[j] = max over probe rows i of softmax_j(all_K_[i] . all_K_ / sqrt(D)), j < T.
-  void repeat_scores(int64_t T) {
+  // c.score[j] = max over probe rows i of softmax_j(c.all_K[i] . c.all_K / sqrt(D)), j < T.
+  void repeat_scores(int64_t T, Chunk& c) {
     const int64_t D = head_dim();
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     const int64_t rows = std::min(T, kProbeBlock);
-    if (L_.rows() < rows || L_.cols() < T) L_.resize(std::max(rows, L_.rows()), T);
-    if (best_.size() < T) best_.resize(T);
-    if (rowv_.size() < rows) rowv_.resize(rows);
-    auto best = best_.head(T);
+    Probe& p = probe_.local();
+    eviction::RowMatF& L = p.L;
+    if (L.rows() < rows || L.cols() < T) L.resize(std::max(rows, L.rows()), T);
+    if (p.best.size() < T) p.best.resize(T);
+    if (p.rowv.size() < rows) p.rowv.resize(rows);
+    auto best = p.best.head(T);
     best.setZero();
-    if (probe_.rows() < rows || probe_.cols() != D) probe_.resize(rows, D);
+    if (p.probe.rows() < rows || p.probe.cols() != D) p.probe.resize(rows, D);
     for (int64_t r0 = 0; r0 < T; r0 += kProbeBlock) {
       const int64_t rb = std::min(kProbeBlock, T - r0);
-      auto Lb = L_.topLeftCorner(rb, T);
-      auto rv = rowv_.head(rb);
-      all_K_->read(r0, rb, probe_.data());
-      eviction::rows_times_keys(*all_K_, T, probe_.data(), rb, L_.data(), L_.cols());
+      auto Lb = L.topLeftCorner(rb, T);
+      auto rv = p.rowv.head(rb);
+      c.all_K->read(r0, rb, p.probe.data());
+      eviction::rows_times_keys(*c.all_K, T, p.probe.data(), rb, L.data(), L.cols());
       Lb *= scale;
       rv = Lb.rowwise().maxCoeff();
       Lb.array().colwise() -= rv.array();
@@ -97,22 +101,17 @@ class KVzipCache final : public eviction::ChunkScoringCache {
       Lb.array().colwise() /= rv.array();
       best = best.cwiseMax(Lb.colwise().maxCoeff().transpose());
     }
-    score_.resize(static_cast<size_t>(T));
-    for (int64_t j = 0; j < T; ++j) score_[static_cast<size_t>(j)] = best[j];
+    c.score.resize(static_cast<size_t>(T));
+    for (int64_t j = 0; j < T; ++j) c.score[static_cast<size_t>(j)] = best[j];
   }
 
   bool repeat_, use_queries_;
-  eviction::RowMatF L_;      // [block, >= T] probe logits, reused
-  eviction::RowMatF probe_;  // [block, D] the probe rows of one block
-  int64_t policy_bytes() const override {
-    return ChunkScoringCache::policy_bytes() +
-           static_cast<int64_t>((L_.size() + probe_.size() + best_.size() + rowv_.size()) * 4 +
-                                score_.capacity() * 8) +
-           scratch_.bytes();
-  }
-  Eigen::VectorXf best_, rowv_;
-  std::vector<double> score_;
-  eviction::AttnScratch scratch_;
+  struct Probe {
+    eviction::RowMatF L;      // [block, >= T] probe logits, reused
+    eviction::RowMatF probe;  // [block, D] the probe rows of one block
+    Eigen::VectorXf best, rowv;
+  };
+  eviction::Scratch<Probe> probe_;
 };
 
 // One shot (kvpress's KVzipPress scores a real repeat pass of the model; see docs/methods.md):

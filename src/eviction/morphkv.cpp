@@ -58,8 +58,9 @@ class MorphKVCache final : public eviction::EvictionCache {
       return;
     }
     if (!cached_) {
-      eviction::window_attention(keys(st), st.n, st.kv.positions(), ring, fusion_, scratch_);
-      std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
+      eviction::AttnScratch& w = scratch_.local();
+      eviction::window_attention(keys(st), st.n, st.kv.positions(), ring, fusion_, w);
+      std::copy_n(w.out.begin(), st.n, st.score.begin());
       evict_lowest(st, std::numeric_limits<int64_t>::max());
       return;
     }
@@ -160,9 +161,10 @@ class MorphKVCache final : public eviction::EvictionCache {
   // st.score = fuse over the window's probes of mean_g E[r] / Z_r.
   void score_from_maps(eviction::HeadState& st, const eviction::ProbeRing& ring, Maps& m) {
     const int64_t n = st.n;
-    scratch_.ensure(n);
+    eviction::AttnScratch& scratch = scratch_.local();
+    scratch.ensure(n);
     double* o = st.score.data();
-    double* acc = scratch_.acc.data();
+    double* acc = scratch.acc.data();
     std::fill(o, o + n, 0.0);
     const bool sum = fusion_ == eviction::Fusion::Sum;
     for (int64_t w = 0; w < ring.size(); ++w) {
@@ -203,9 +205,9 @@ class MorphKVCache final : public eviction::EvictionCache {
   bool cached_;
   std::vector<eviction::ProbeRing> rings_;  // one per (b, h)
   std::vector<Maps> maps_;                  // one per (b, h) (maps=cached)
-  eviction::AttnScratch scratch_;
+  eviction::Scratch<eviction::AttnScratch> scratch_;
   int64_t policy_bytes() const override {
-    int64_t b = scratch_.bytes() + eviction::buffer_bytes(rings_) + eviction::buffer_bytes(maps_);
+    int64_t b = eviction::buffer_bytes(rings_) + eviction::buffer_bytes(maps_);
     for (const auto& r : rings_) b += r.bytes();
     for (const auto& m : maps_)
       b += eviction::buffer_bytes(m.E) + eviction::buffer_bytes(m.Z) +

@@ -99,28 +99,30 @@ class NestedKVCache final : public eviction::EvictionCache {
   }
 
  private:
-  // lt_ rows 0..2 = K . s, K . e, K . k over the n kept slots (s, e: the means after this key).
+  // lt rows 0..2 = K . s, K . e, K . k over the n kept slots (s, e: the means after this key).
   // K . k is one pass of the store's dot kernel; K . s and K . e follow from the last step's by
   // the recurrences (the newest slot gets its two dots directly), or two more passes when the
   // carried values are not current.
   void signal_logits(const eviction::HeadState& st, NestState& ns, const float* k, double keep_s,
                      double keep_e) {
     const int64_t n = st.n, D = head_dim();
-    lt_.resize(3, n);
-    float* ls = lt_.data();
-    float* le = lt_.data() + n;
-    float* lk = lt_.data() + 2 * n;
+    Buffers& w = scratch_.local();
+    w.lt.resize(3, n);
+    float* ls = w.lt.data();
+    float* le = w.lt.data() + n;
+    float* lk = w.lt.data() + 2 * n;
     eviction::row_dots(keys(st), n, k, lk);
-    sig_.resize(2 * D);
+    std::vector<float>& sig = w.sig;
+    sig.resize(2 * D);
     for (int64_t d = 0; d < D; ++d) {
-      sig_[static_cast<size_t>(d)] = static_cast<float>(ns.stable(d));
-      sig_[static_cast<size_t>(D + d)] = static_cast<float>(ns.episodic(d));
+      sig[static_cast<size_t>(d)] = static_cast<float>(ns.stable(d));
+      sig[static_cast<size_t>(D + d)] = static_cast<float>(ns.episodic(d));
     }
     ns.ks.resize(static_cast<size_t>(n));
     ns.ke.resize(static_cast<size_t>(n));
     if (!ns.logits_valid || ns.generation != st.kv.generation()) {
-      eviction::row_dots(keys(st), n, sig_.data(), ls);
-      eviction::row_dots(keys(st), n, sig_.data() + D, le);
+      eviction::row_dots(keys(st), n, sig.data(), ls);
+      eviction::row_dots(keys(st), n, sig.data() + D, le);
       for (int64_t i = 0; i < n; ++i) {
         ns.ks[static_cast<size_t>(i)] = ls[i];
         ns.ke[static_cast<size_t>(i)] = le[i];
@@ -140,22 +142,23 @@ class NestedKVCache final : public eviction::EvictionCache {
       le[i] = static_cast<float>(b);
     }
     const int64_t slot = n - 1;  // the newcomer
-    ls[slot] = eviction::row_dot(keys(st), slot, sig_.data());
-    le[slot] = eviction::row_dot(keys(st), slot, sig_.data() + D);
+    ls[slot] = eviction::row_dot(keys(st), slot, sig.data());
+    le[slot] = eviction::row_dot(keys(st), slot, sig.data() + D);
     ns.ks[static_cast<size_t>(slot)] = ls[slot];
     ns.ke[static_cast<size_t>(slot)] = le[slot];
   }
 
-  // st.score[0:n] = the gated blend of the three softmax signals of lt_ (header comment).
+  // st.score[0:n] = the gated blend of the three softmax signals of lt (header comment).
   void score(eviction::HeadState& st, const NestState& ns, double gate) {
     const int64_t n = st.n;
-    if (probs_.rows() < n) probs_.resize(std::max<int64_t>(n, 2 * probs_.rows()), 3);
-    auto P = probs_.topRows(n);
+    Buffers& w = scratch_.local();
+    if (w.probs.rows() < n) w.probs.resize(std::max<int64_t>(n, 2 * w.probs.rows()), 3);
+    auto P = w.probs.topRows(n);
     // Each signal's softmax in float (the exponentials dominate once K is read; float's are
     // twice as wide as double's), its normaliser summed in double.
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim()));
     for (int x = 0; x < 3; ++x) {
-      float* l = lt_.data() + x * n;  // row x of lt_: the n logits of signal x, contiguous
+      float* l = w.lt.data() + x * n;  // row x of lt: the n logits of signal x, contiguous
       Eigen::Map<Eigen::VectorXf> lx(l, n);
       lx *= scale;
       eviction::exp_shifted_f(l, n, lx.maxCoeff());
@@ -169,13 +172,15 @@ class NestedKVCache final : public eviction::EvictionCache {
   }
 
   double beta_;
-  std::vector<NestState> states_;                   // one per (b, h)
-  Eigen::Matrix<double, Eigen::Dynamic, 3> probs_;  // [>= n, 3], reused
-  eviction::RowMatF lt_;                            // [3, n] logits of s, e and k
-  std::vector<float> sig_;                          // [2 D] s and e in float
+  std::vector<NestState> states_;  // one per (b, h)
+  struct Buffers {
+    Eigen::Matrix<double, Eigen::Dynamic, 3> probs;  // [>= n, 3], reused
+    eviction::RowMatF lt;                            // [3, n] logits of s, e and k
+    std::vector<float> sig;                          // [2 D] s and e in float
+  };
+  eviction::Scratch<Buffers> scratch_;
   int64_t policy_bytes() const override {
-    int64_t b = eviction::buffer_bytes(states_) + eviction::buffer_bytes(probs_) +
-                eviction::buffer_bytes(lt_) + eviction::buffer_bytes(sig_);
+    int64_t b = eviction::buffer_bytes(states_);
     for (const auto& s : states_)
       b += eviction::buffer_bytes(s.stable) + eviction::buffer_bytes(s.episodic) +
            eviction::buffer_bytes(s.ks) + eviction::buffer_bytes(s.ke);

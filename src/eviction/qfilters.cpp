@@ -58,25 +58,28 @@ class QFiltersCache final : public eviction::EvictionCache {
   // Estimates the filter from the held keys plus S chunk keys, then scores the held keys.
   void fix_filter(eviction::HeadState& st, size_t idx, const float* K, int64_t S) {
     const int64_t D = head_dim();
-    gram_.setZero(D, D);
-    sum_.setZero(D);
+    Buffers& w = scratch_.local();
+    Eigen::MatrixXd& gram = w.gram;
+    Eigen::VectorXd& sum = w.sum;
+    gram.setZero(D, D);
+    sum.setZero(D);
     if (st.n > 0) {  // the held keys, block by block
       std::vector<float> buf;
       store::for_each_block(keys(st), buf, [&](int64_t, int64_t m, const float* rows) {
         const eviction::RowMatD held =
             Eigen::Map<const eviction::RowMatF>(rows, m, D).cast<double>();
-        gram_.noalias() += held.transpose() * held;
-        sum_ += held.colwise().sum().transpose();
+        gram.noalias() += held.transpose() * held;
+        sum += held.colwise().sum().transpose();
       });
     }
     if (S > 0) {
       const eviction::RowMatD chunk = Eigen::Map<const eviction::RowMatF>(K, S, D).cast<double>();
-      gram_.noalias() += chunk.transpose() * chunk;
-      sum_ += chunk.colwise().sum().transpose();
+      gram.noalias() += chunk.transpose() * chunk;
+      sum += chunk.colwise().sum().transpose();
     }
-    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram_);
+    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(gram);
     Eigen::VectorXd u = eig.eigenvectors().col(D - 1);  // eigenvalues ascending: last is largest
-    if (u.dot(sum_) < 0) u = -u;
+    if (u.dot(sum) < 0) u = -u;
     filters_.row(static_cast<Eigen::Index>(idx)) = u.transpose();
     fixed_[idx] = 1;
     std::vector<float> buf;
@@ -88,11 +91,13 @@ class QFiltersCache final : public eviction::EvictionCache {
 
   eviction::RowMatD filters_;  // [B * H, D], row b * H + h is that head's filter
   std::vector<char> fixed_;
-  Eigen::MatrixXd gram_;
-  Eigen::VectorXd sum_;
+  struct Buffers {
+    Eigen::MatrixXd gram;
+    Eigen::VectorXd sum;
+  };
+  eviction::Scratch<Buffers> scratch_;
   int64_t policy_bytes() const override {
-    return eviction::buffer_bytes(filters_) + eviction::buffer_bytes(fixed_) +
-           eviction::buffer_bytes(gram_) + eviction::buffer_bytes(sum_);
+    return eviction::buffer_bytes(filters_) + eviction::buffer_bytes(fixed_);
   }
 };
 

@@ -79,61 +79,62 @@ class SnapKVCache final : public eviction::ChunkScoringCache {
   void prefill(eviction::HeadState& st, const eviction::ProbeRing& ring, const float* K,
                const float* V, int64_t S, int64_t pos0) {
     const int64_t T = gather(st, K, S, pos0);
+    Chunk& c = chunk();
+    std::vector<int64_t>& prefix = prefix_.local().rows;
     int64_t sinks = 0;
-    for (int64_t t = 0; t < T; ++t) sinks += all_pos_[static_cast<size_t>(t)] < n_sink() ? 1 : 0;
+    for (int64_t t = 0; t < T; ++t) sinks += c.all_pos[static_cast<size_t>(t)] < n_sink() ? 1 : 0;
     const int64_t w = std::min({window_, T, ring.size(), budget() - sinks});
     const int64_t first = ring.size() - w;
     const int64_t window_start = w > 0 ? ring.pos(first) : std::numeric_limits<int64_t>::max();
 
     const size_t Tz = static_cast<size_t>(T);
-    score_.resize(Tz);
-    scratch_.ensure(T);
-    std::vector<double>& attn = scratch_.out;
+    c.score.resize(Tz);
+    c.attn.ensure(T);
+    std::vector<double>& attn = c.attn.out;
     if (w > 0)
-      eviction::window_attention(*all_K_, T, all_pos_.data(), ring, eviction::Fusion::Sum, scratch_,
+      eviction::window_attention(*c.all_K, T, c.all_pos.data(), ring, eviction::Fusion::Sum, c.attn,
                                  first);
     else
       std::fill(attn.begin(), attn.end(), 0.0);
 
     // Pool over the prefix in position order.
-    prefix_.clear();
+    prefix.clear();
     for (int64_t t = 0; t < T; ++t)
-      if (all_pos_[static_cast<size_t>(t)] < window_start) prefix_.push_back(t);
-    std::sort(prefix_.begin(), prefix_.end(), [&](int64_t a, int64_t b) {
-      return all_pos_[static_cast<size_t>(a)] < all_pos_[static_cast<size_t>(b)];
+      if (c.all_pos[static_cast<size_t>(t)] < window_start) prefix.push_back(t);
+    std::sort(prefix.begin(), prefix.end(), [&](int64_t a, int64_t b) {
+      return c.all_pos[static_cast<size_t>(a)] < c.all_pos[static_cast<size_t>(b)];
     });
-    const int64_t P = static_cast<int64_t>(prefix_.size());
+    const int64_t P = static_cast<int64_t>(prefix.size());
     const int64_t half = kernel_ / 2;
     for (int64_t r = 0; r < P; ++r) {
       const int64_t lo = std::max<int64_t>(0, r - half), hi = std::min<int64_t>(P - 1, r + half);
       double pooled = max_pool_ ? -kInf : 0.0;
       for (int64_t u = lo; u <= hi; ++u) {
-        const double a = attn[static_cast<size_t>(prefix_[static_cast<size_t>(u)])];
+        const double a = attn[static_cast<size_t>(prefix[static_cast<size_t>(u)])];
         pooled = max_pool_ ? std::max(pooled, a) : pooled + a;
       }
       if (!max_pool_) pooled /= static_cast<double>(hi - lo + 1);
-      score_[static_cast<size_t>(prefix_[static_cast<size_t>(r)])] = pooled;
+      c.score[static_cast<size_t>(prefix[static_cast<size_t>(r)])] = pooled;
     }
     for (int64_t t = 0; t < T; ++t)
-      if (all_pos_[static_cast<size_t>(t)] >= window_start) score_[static_cast<size_t>(t)] = kInf;
+      if (c.all_pos[static_cast<size_t>(t)] >= window_start) c.score[static_cast<size_t>(t)] = kInf;
 
-    eviction::lowest_evictable(score_.data(), all_pos_.data(), T, n_sink(), T - budget(), order_,
-                               victims_);
+    eviction::lowest_evictable(c.score.data(), c.all_pos.data(), T, n_sink(), T - budget(), c.order,
+                               c.victims);
     mark_victims(T);
-    commit(st, K, V, S, pos0, score_.data());
+    commit(st, K, V, S, pos0, c.score.data());
   }
 
   int64_t window_, kernel_;
   bool max_pool_, use_queries_;
   std::vector<eviction::ProbeRing> rings_;  // one per (b, h), used until prefill
   std::vector<char> prefilled_;
-  std::vector<double> score_;
-  eviction::AttnScratch scratch_;
-  std::vector<int64_t> prefix_;
+  struct Prefix {
+    std::vector<int64_t> rows;  // the prefix's rows in position order
+  };
+  eviction::Scratch<Prefix> prefix_;
   int64_t policy_bytes() const override {
-    int64_t b = ChunkScoringCache::policy_bytes() + scratch_.bytes() +
-                eviction::buffer_bytes(rings_) + eviction::buffer_bytes(prefilled_) +
-                eviction::buffer_bytes(score_) + eviction::buffer_bytes(prefix_);
+    int64_t b = eviction::buffer_bytes(rings_) + eviction::buffer_bytes(prefilled_);
     for (const auto& r : rings_) b += r.bytes();
     return b;
   }

@@ -28,15 +28,15 @@ class TovaCache final : public eviction::EvictionCache {
                 const eviction::QueryRows& q, int64_t pos) override {
     append(st, k, v, pos, 0.0);
     if (!over_budget(st)) return;  // scores only matter when someone must leave
-    eviction::step_attention(keys(st), st.n, k, q, use_queries_, scratch_);
-    std::copy_n(scratch_.out.begin(), st.n, st.score.begin());
+    eviction::AttnScratch& w = scratch_.local();
+    eviction::step_attention(keys(st), st.n, k, q, use_queries_, w);
+    std::copy_n(w.out.begin(), st.n, st.score.begin());
     evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
 
  private:
   bool use_queries_;
-  eviction::AttnScratch scratch_;
-  int64_t policy_bytes() const override { return scratch_.bytes(); }
+  eviction::Scratch<eviction::AttnScratch> scratch_;
 };
 
 // One shot (kvpress's TOVAPress): the attention of the last context token over the others,

@@ -134,9 +134,11 @@ TEST(KeepPolicy, AdaKVKeepsTheLayerTotalThroughTheContinuation) {
 }
 
 TEST(KeepPolicy, PrefillProtocolRunsThePolicyThroughTheContinuation) {
-  const vq::Model model = vq::Model::random(vqtest::small_config(48), 11, 0.3f);
-  const auto tokens = vqtest::some_tokens(47 * 2, 40, 3);
-  const auto windows = vq::eval::make_windows(tokens, 48);
+  // Windows of 128: a continuation of 31 tokens, long enough for the appending cache's growth to
+  // outweigh the evicting store's fixed per-head buffers.
+  const vq::Model model = vq::Model::random(vqtest::small_config(128), 11, 0.3f);
+  const auto tokens = vqtest::some_tokens(127 * 2, 40, 3);
+  const auto windows = vq::eval::make_windows(tokens, 128);
   vq::eval::PrefillOptions o;
   o.methods = {"h2o:recent=2", "streaming_llm:n_sink=2"};
   o.ratios = {0.5};

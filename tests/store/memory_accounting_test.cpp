@@ -18,6 +18,7 @@
 #include "veloxquant/cache.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
+#include "veloxquant/threads.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VQ_NO_MALLOC_COUNTER 1
@@ -135,6 +136,10 @@ TEST(MemoryAccounting, AllocatedMatchesReportedForEveryMethod) {
   const vq::Tensor K = random_tensor(w.H, w.S, w.D, 1), V = random_tensor(w.H, w.S, w.D, 2),
                    Q = random_tensor(w.Hq, w.S, w.D, 3);
   ASSERT_GT(g_live.load(), 0) << "the malloc counter is not active";
+  // One thread: the methods' working buffers belong to the threads that process heads (not to
+  // a cache), and only this thread's are warmed below; a pool worker's first use would count.
+  const int threads = vq::thread_count();
+  vq::set_thread_count(1);
   {  // warm the per-thread scratch every cache on this thread shares (sized by the most rows):
      // the whole-cache attention of a budget that never evicts, and every eviction method's
      // scoring path (its kernels' thread-local blocks) at a budget that does
@@ -173,6 +178,7 @@ TEST(MemoryAccounting, AllocatedMatchesReportedForEveryMethod) {
       EXPECT_NEAR(reported, same->stats().kept_bytes, 0.02 * reported + 4096.0) << exact;
     }
   }
+  vq::set_thread_count(threads);
 #endif
 }
 
