@@ -30,13 +30,13 @@ void register_bench_memory(CLI::App& bench, Globals& g) {
     };
     const auto rows = vq::bench::run_memory_bench(o->m);
     Table t({"spec", "kept tok", "reported MiB", "counted MiB", "counted/rep", "peak RSS MiB",
-             "fp16 MiB", "ratio", "content", "params", "policy", "index", "s"});
+             "fp16 MiB", "ratio", "content", "params", "policy", "index", "thread scratch", "s"});
     nlohmann::json jrows = nlohmann::json::array();
     const double mib = 1024.0 * 1024.0;
     for (const auto& r : rows) {
       if (!r.error.empty()) {
         t.add({r.spec, "-", "-", "-", "-", "-", fmt("%.1f", r.fp16_bytes / mib), "-", "-", "-", "-",
-               "-", r.error});
+               "-", "-", r.error});
         jrows.push_back({{"spec", r.spec}, {"error", r.error}});
         continue;
       }
@@ -45,11 +45,12 @@ void register_bench_memory(CLI::App& bench, Globals& g) {
              fmt("%.1f", r.rss / mib), fmt("%.1f", r.fp16_bytes / mib),
              fmt("%.2f", r.reported > 0 ? r.fp16_bytes / r.reported : 0),
              fmt("%.2f", r.content / mib), fmt("%.2f", r.params / mib), fmt("%.2f", r.policy / mib),
-             fmt("%.2f", r.index / mib), fmt("%.1f", r.seconds)});
+             fmt("%.2f", r.index / mib), fmt("%.2f", r.scratch / mib), fmt("%.1f", r.seconds)});
       jrows.push_back({{"spec", r.spec},
                        {"tokens_kept", r.tokens_kept},
                        {"reported_bytes", r.reported},
                        {"counted_bytes", r.counted},
+                       {"thread_scratch_bytes", r.scratch},
                        {"peak_rss_growth_bytes", r.rss},
                        {"fp16_bytes", r.fp16_bytes},
                        {"content_bytes", r.content},

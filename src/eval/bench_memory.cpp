@@ -85,8 +85,12 @@ MemoryRow measure(const std::string& spec, const MemoryOptions& o, const Inputs&
     cache->update(k, v, &q);
   }
   const CacheStats st = cache->stats();
-  r.counted = static_cast<double>(heap_live() - heap0);
   r.rss = static_cast<double>(peak_rss() - rss0);
+  const int64_t held = heap_live();
+  cache.reset();
+  const int64_t after = heap_live();
+  r.counted = static_cast<double>(held - after);
+  r.scratch = static_cast<double>(after - heap0);
   r.reported = st.kept_bytes;
   r.tokens_kept = st.tokens_kept;
   r.content = st.content_bytes;
@@ -111,9 +115,10 @@ MemoryRow measure_isolated(const std::string& spec, const MemoryOptions& o, cons
     try {
       const MemoryRow r = measure(spec, o, in);
       char buf[512];
-      std::snprintf(buf, sizeof buf, "ok %lld %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.6f\n",
+      std::snprintf(buf, sizeof buf,
+                    "ok %lld %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.6f %.0f\n",
                     static_cast<long long>(r.tokens_kept), r.reported, r.counted, r.rss, r.content,
-                    r.params, r.policy, r.index, r.overhead, r.stored, r.seconds);
+                    r.params, r.policy, r.index, r.overhead, r.stored, r.seconds, r.scratch);
       line = buf;
     } catch (const std::exception& e) {
       line = std::string("error ") + e.what() + "\n";
@@ -135,9 +140,9 @@ MemoryRow measure_isolated(const std::string& spec, const MemoryOptions& o, cons
   r.fp16_bytes = static_cast<double>(o.heads * o.tokens * o.dim * 2 * 2);
   long long kept = 0;
   if (out.rfind("ok ", 0) == 0 &&
-      std::sscanf(out.c_str() + 3, "%lld %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &kept,
+      std::sscanf(out.c_str() + 3, "%lld %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &kept,
                   &r.reported, &r.counted, &r.rss, &r.content, &r.params, &r.policy, &r.index,
-                  &r.overhead, &r.stored, &r.seconds) == 11) {
+                  &r.overhead, &r.stored, &r.seconds, &r.scratch) == 12) {
     r.tokens_kept = kept;
   } else if (out.rfind("error ", 0) == 0) {
     r.error = out.substr(6, out.size() > 7 ? out.size() - 7 : 0);

@@ -1,6 +1,9 @@
 // `veloxquant bench memory`: what each method's cache holds, three ways, on the same tokens:
 //   reported  the cache's stats().kept_bytes (counted from its buffers' capacities);
-//   counted   the growth of live heap bytes (glibc mallinfo2) while the cache is built and fed;
+//   counted   the live heap bytes (glibc mallinfo2) that destroying the built and fed cache
+//             frees: what the cache held;
+//   scratch   the heap growth that outlives the cache: the threads' working buffers that every
+//             cache of a method shares (eviction::Scratch, kernel blocks), not the cache's;
 //   rss       the growth of the process's peak resident set (VmHWM), each method in its own
 //             forked process so that one method's peak never hides another's;
 // next to the fp16 size of every token (the `full` baseline). Synthetic K/V/Q, no model needed.
@@ -17,7 +20,8 @@ struct MemoryRow {
   std::string spec;
   int64_t tokens_kept = 0;  ///< per head at the end
   double reported = 0;      ///< kept_bytes
-  double counted = 0;       ///< live heap growth
+  double counted = 0;       ///< live heap bytes freed when the cache is destroyed
+  double scratch = 0;       ///< live heap growth left after it (per-thread working buffers)
   double rss = 0;           ///< peak RSS growth
   double fp16_bytes = 0;    ///< every token at fp16 (K + V)
   double content = 0, params = 0, policy = 0, index = 0, overhead = 0, stored = 0;

@@ -1,8 +1,8 @@
 // `veloxquant bench speed`: per-token cost of eviction methods next to the decode attention they
 // serve, KVTC codec throughput next to zstd and llama.cpp's q8_0/q4_0, and model tokens/s.
-// Eviction and codec rows run on one thread; the layer rows (a layer's cache update over 8 KV
-// heads) and the generate rows use the thread pool (--threads),
-// with full on one thread as a reference row when more are set. Every row carries a ratio to its
+// Eviction rows run on one thread; codec rows on one thread and again on the pool's threads; the
+// layer rows (a layer's cache update over 8 KV heads) and the generate rows use the thread pool
+// (--threads), with a 1-thread reference measured in the same run. Every row carries a ratio to its
 // reference because absolute times drift.
 #pragma once
 

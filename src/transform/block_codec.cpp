@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "core/thread_pool.hpp"
 #include "transform/transform_codec.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
@@ -91,6 +93,14 @@ std::unique_ptr<BlockCodec> make_codec(const std::string& spec, int64_t head_dim
 
 namespace transform {
 
+namespace {
+// About the multiply-adds of one head's section (a PCA fit is S x D x D), for piece sizes; S is
+// capped so that the product cannot overflow.
+int64_t head_cost(int64_t S, int64_t D) {
+  return std::min<int64_t>(S, int64_t{1} << 20) * D * D;
+}
+}  // namespace
+
 TransformBlockCodec::TransformBlockCodec(CacheConfig config, int64_t head_dim, bool coupled,
                                          int64_t chunk_tokens, CoderFactory factory)
     : BlockCodec(std::move(config), head_dim),
@@ -162,12 +172,15 @@ EncodedBlock TransformBlockCodec::encode(const float* x, int64_t H, int64_t S) c
     encode_rows(rows.data(), S, W, sec);
     block.sections.push_back(std::move(sec));
   } else {
-    for (int64_t h = 0; h < H; ++h) {
-      EncodedSection sec;
-      sec.head = h;
-      encode_rows(x + h * S * D, S, D, sec);
-      block.sections.push_back(std::move(sec));
-    }
+    // Heads are independent sections: one piece each (the same bytes for any thread count).
+    block.sections.resize(static_cast<size_t>(H));
+    parallel_for(H, grain_for(head_cost(S, D)), [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) {
+        EncodedSection& sec = block.sections[static_cast<size_t>(h)];
+        sec.head = h;
+        encode_rows(x + h * S * D, S, D, sec);
+      }
+    });
   }
   return block;
 }
@@ -184,8 +197,11 @@ void TransformBlockCodec::decode(const EncodedBlock& block, float* out) const {
         std::memcpy(out + (h * S + t) * D, rows.data() + t * W + h * D,
                     sizeof(float) * static_cast<size_t>(D));
   } else {
-    for (int64_t h = 0; h < H; ++h)
-      decode_rows(block.sections[static_cast<size_t>(h)], S, D, out + h * S * D);
+    // A corrupt section's error is the lowest one's whatever the thread count (parallel_for).
+    parallel_for(H, grain_for(head_cost(S, D) / 4), [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h)
+        decode_rows(block.sections[static_cast<size_t>(h)], S, D, out + h * S * D);
+    });
   }
 }
 

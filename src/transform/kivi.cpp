@@ -12,6 +12,7 @@
 
 #include "codecs/kivi_codec.hpp"
 #include "core/options.hpp"
+#include "core/thread_pool.hpp"
 #include "transform/family_coders.hpp"
 #include "veloxquant/codec.hpp"
 #include "veloxquant/errors.hpp"
@@ -59,17 +60,20 @@ class KiviCodec final : public BlockCodec {
     blk.S = S;
     blk.D = D;
     const int64_t q = s_.quantized(S);
-    std::vector<float> rows(static_cast<size_t>(S * D));
-    for (int64_t h = 0; h < H; ++h) {
-      EncodedSection sec;
-      sec.head = h;
-      round_rows_fp16(x + h * S * D, rows.data(), S * D);
-      transform::KiviRowCoder enc(D, keys_, s_.bits, s_.group);
-      for (int64_t t = 0; t < q; t += s_.group)
-        enc.encode_chunk(rows.data() + t * D, s_.group, sec);
-      if (S > q) transform::Fp16RowCoder(D).encode_chunk(rows.data() + q * D, S - q, sec);
-      blk.sections.push_back(std::move(sec));
-    }
+    // Heads are independent sections, one piece each: the same bytes for any thread count.
+    blk.sections.resize(static_cast<size_t>(H));
+    parallel_for(H, grain_for(S * D), [&](int64_t h0, int64_t h1) {
+      std::vector<float> rows(static_cast<size_t>(S * D));
+      for (int64_t h = h0; h < h1; ++h) {
+        EncodedSection& sec = blk.sections[static_cast<size_t>(h)];
+        sec.head = h;
+        round_rows_fp16(x + h * S * D, rows.data(), S * D);
+        transform::KiviRowCoder enc(D, keys_, s_.bits, s_.group);
+        for (int64_t t = 0; t < q; t += s_.group)
+          enc.encode_chunk(rows.data() + t * D, s_.group, sec);
+        if (S > q) transform::Fp16RowCoder(D).encode_chunk(rows.data() + q * D, S - q, sec);
+      }
+    });
     return blk;
   }
 
@@ -77,24 +81,26 @@ class KiviCodec final : public BlockCodec {
     check_block_layout(block);
     const int64_t D = head_dim(), S = block.S;
     const int64_t q = s_.quantized(S);
-    for (int64_t h = 0; h < block.H; ++h) {
-      const EncodedSection& sec = block.sections[static_cast<size_t>(h)];
-      coding::ByteReader in(sec.bytes.data(), sec.bytes.size());
-      float* rows = out + h * S * D;
-      transform::KiviRowCoder dec(D, keys_, s_.bits, s_.group);
-      for (int64_t t = 0; t < q; t += s_.group) {
-        const int64_t n = dec.decode_chunk(in, s_.group, rows + t * D);
-        VQ_CHECK(n == s_.group, FormatError, "kivi section ", h, ": a chunk holds ", n,
-                 " tokens; expected ", s_.group);
+    parallel_for(block.H, grain_for(S * D), [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) {
+        const EncodedSection& sec = block.sections[static_cast<size_t>(h)];
+        coding::ByteReader in(sec.bytes.data(), sec.bytes.size());
+        float* rows = out + h * S * D;
+        transform::KiviRowCoder dec(D, keys_, s_.bits, s_.group);
+        for (int64_t t = 0; t < q; t += s_.group) {
+          const int64_t n = dec.decode_chunk(in, s_.group, rows + t * D);
+          VQ_CHECK(n == s_.group, FormatError, "kivi section ", h, ": a chunk holds ", n,
+                   " tokens; expected ", s_.group);
+        }
+        if (S > q) {
+          const int64_t n = transform::Fp16RowCoder(D).decode_chunk(in, S - q, rows + q * D);
+          VQ_CHECK(n == S - q, FormatError, "kivi section ", h, ": the fp16 window holds ", n,
+                   " tokens; expected ", S - q);
+        }
+        VQ_CHECK(in.at_end(), FormatError, "kivi section ", h, ": ", in.remaining(),
+                 " trailing bytes");
       }
-      if (S > q) {
-        const int64_t n = transform::Fp16RowCoder(D).decode_chunk(in, S - q, rows + q * D);
-        VQ_CHECK(n == S - q, FormatError, "kivi section ", h, ": the fp16 window holds ", n,
-                 " tokens; expected ", S - q);
-      }
-      VQ_CHECK(in.at_end(), FormatError, "kivi section ", h, ": ", in.remaining(),
-               " trailing bytes");
-    }
+    });
   }
 
  private:
