@@ -131,7 +131,8 @@ void add_threads_option(CLI::App* cmd) {
                     " is outside [1, ", vq::kMaxThreads, "]");
            vq::set_thread_count(n);
          },
-         "threads for the weight products and attention (results are the same for any count)")
+         "threads for the weight products, attention, the caches' per-head work, codecs and eval "
+         "windows (results are the same for any count)")
       ->default_str(std::to_string(vq::default_thread_count()));
 }
 

@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <vector>
 
+#include "core/thread_pool.hpp"
 #include "eviction/one_shot.hpp"
 #include "eviction/one_shot_spec.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
+#include "veloxquant/threads.hpp"
 
 namespace vq::eval {
 
@@ -37,7 +40,97 @@ struct Acc {
   int64_t windows = 0;
   double seconds = 0;
   int64_t processed = 0;
+  Acc& operator+=(const Acc& o) {
+    stored_sum += o.stored_sum;
+    mem_sum += o.mem_sum;
+    mem_n += o.mem_n;
+    mem_final_sum += o.mem_final_sum;
+    windows += o.windows;
+    seconds += o.seconds;
+    processed += o.processed;
+    return *this;
+  }
 };
+
+// What one engine made of one window. Windows may run on several threads; their parts are
+// merged into the totals in window order afterwards, so every total is the same sum whatever
+// the thread count.
+struct Part {
+  Acc acc;
+  double nll = 0, kl = 0, agree = 0, kl_max = 0;
+  int64_t predicted = 0;
+  // A method's logits against the reference's log-probabilities ref_p and top token.
+  void score(const double* ref_p, int32_t ref_top, const float* lg, int64_t V, int32_t target,
+             std::vector<double>& lp) {
+    log_softmax(lg, V, lp.data());
+    double k = 0;
+    for (int64_t v = 0; v < V; ++v)
+      k += std::exp(ref_p[v]) * (ref_p[v] - lp[static_cast<size_t>(v)]);
+    k = std::max(k, 0.0);  // rounding can leave -1e-17 for equal inputs
+    kl += k;
+    kl_max = std::max(kl_max, k);
+    agree += argmax(lg, V) == ref_top ? 1.0 : 0.0;
+    nll -= lp[static_cast<size_t>(target)];
+    predicted += 1;
+  }
+};
+
+// Running totals of one method over the windows merged so far.
+struct Totals {
+  Acc acc;
+  double kl = 0, agree = 0;
+  void merge(MethodResult& r, const Part& p) {
+    acc += p.acc;
+    kl += p.kl;
+    agree += p.agree;
+    r.kl_max = std::max(r.kl_max, p.kl_max);
+    r.nll_sum += p.nll;
+    r.predicted += p.predicted;
+  }
+  void finish_scores(MethodResult& r) const {
+    r.kl_mean = r.predicted > 0 ? kl / static_cast<double>(r.predicted) : 0;
+    r.top1_agreement = r.predicted > 0 ? agree / static_cast<double>(r.predicted) : 1;
+  }
+};
+
+// Thread-safe (done, total) progress calls.
+class Progress {
+ public:
+  Progress(const std::function<void(int64_t, int64_t)>& f, int64_t total) : f_(f), total_(total) {}
+  void tick() {
+    if (!f_) return;
+    std::lock_guard<std::mutex> lk(m_);
+    f_(++done_, total_);
+  }
+
+ private:
+  const std::function<void(int64_t, int64_t)>& f_;
+  int64_t total_, done_ = 0;
+  std::mutex m_;
+};
+
+// Runs body(set, w) for every window w in [0, n). With at least as many windows as threads, the
+// windows are cut into thread_count() contiguous ranges that run in parallel, each on its own set
+// of engines (an engine's own loops then run inline on that thread); otherwise every window runs
+// on the calling thread with one set, and the engines' loops use the threads. Every set is built
+// by make() on the calling thread before any window runs (a bad spec fails first). A window's
+// results do not depend on which set ran it: each run resets its engine.
+template <typename Set, typename Make, typename Body>
+void for_windows(int64_t n, Make&& make, Body&& body) {
+  const int T = thread_count();
+  const int64_t P = T > 1 && n >= T ? T : 1;
+  std::vector<Set> sets;
+  sets.reserve(static_cast<size_t>(P));
+  for (int64_t k = 0; k < P; ++k) sets.push_back(make());
+  if (P == 1) {
+    for (int64_t w = 0; w < n; ++w) body(sets[0], w);
+    return;
+  }
+  parallel_for(P, 1, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k)
+      for (int64_t w = k * n / P; w < (k + 1) * n / P; ++w) body(sets[static_cast<size_t>(k)], w);
+  });
+}
 
 // Feed window tokens 0..n-2 (the ones whose logits predict a token) through a reset engine.
 // on_logits(p, logits) is called for every position p in [0, n-2].
@@ -175,66 +268,72 @@ FidelityReport run_fidelity(const Model& model, const std::vector<std::vector<in
     cfgs.push_back(CacheConfig::parse(s));
     is_full.push_back(cfgs.back() == full_cfg);
   }
-  Engine ref(model, full_cfg, opt.run.engine());
-  std::vector<Engine> engines;
   std::vector<size_t> engine_of(cfgs.size(), 0);
-  for (size_t i = 0; i < cfgs.size(); ++i) {
-    if (is_full[i]) continue;
-    engine_of[i] = engines.size();
-    engines.emplace_back(model, cfgs[i], opt.run.engine());
-  }
+  size_t n_engines = 0;
+  for (size_t i = 0; i < cfgs.size(); ++i)
+    if (!is_full[i]) engine_of[i] = n_engines++;
+  struct Set {
+    Engine ref;
+    std::vector<Engine> engines;
+  };
+  auto make = [&] {
+    Set set{Engine(model, full_cfg, opt.run.engine()), {}};
+    for (size_t i = 0; i < cfgs.size(); ++i)
+      if (!is_full[i]) set.engines.emplace_back(model, cfgs[i], opt.run.engine());
+    return set;
+  };
 
   FidelityReport rep;
   rep.context = c.seq_len;
   rep.n_windows = static_cast<int64_t>(windows.size());
   rep.reference.spec = full_cfg.to_string();
   std::vector<MethodResult> res(cfgs.size());
-  std::vector<Acc> accs(cfgs.size());
   for (size_t i = 0; i < cfgs.size(); ++i) res[i].spec = cfgs[i].to_string();
-  Acc ref_acc;
 
-  const int64_t total = rep.n_windows * static_cast<int64_t>(1 + engines.size());
-  int64_t done = 0;
-  std::vector<double> ref_lp, lp(static_cast<size_t>(V));
-  std::vector<int32_t> ref_top;
-  for (const auto& w : windows) {
+  const auto n_win = static_cast<int64_t>(windows.size());
+  Progress progress(opt.progress, n_win * static_cast<int64_t>(1 + n_engines));
+  // parts[w][0]: the reference on window w; parts[w][1 + i]: method i (unused when it is full)
+  std::vector<std::vector<Part>> parts(windows.size(), std::vector<Part>(1 + cfgs.size()));
+  for_windows<Set>(n_win, make, [&](Set& set, int64_t wi) {
+    const auto& w = windows[static_cast<size_t>(wi)];
     const int64_t n = static_cast<int64_t>(w.size()) - 1;
-    if (n <= 0) continue;
-    rep.predicted_tokens += n;
-    ref_lp.assign(static_cast<size_t>(n * V), 0.0);
-    ref_top.assign(static_cast<size_t>(n), 0);
-    run_window(ref, w, opt.run.prefill, ref_acc, [&](int64_t p, const float* lg) {
+    if (n <= 0) return;
+    std::vector<Part>& part = parts[static_cast<size_t>(wi)];
+    std::vector<double> ref_lp(static_cast<size_t>(n * V)), lp(static_cast<size_t>(V));
+    std::vector<int32_t> ref_top(static_cast<size_t>(n));
+    run_window(set.ref, w, opt.run.prefill, part[0].acc, [&](int64_t p, const float* lg) {
       double* out = ref_lp.data() + p * V;
       log_softmax(lg, V, out);
       ref_top[static_cast<size_t>(p)] = argmax(lg, V);
-      rep.reference.nll_sum -= out[w[static_cast<size_t>(p + 1)]];
-      rep.reference.predicted += 1;
+      part[0].nll -= out[w[static_cast<size_t>(p + 1)]];
+      part[0].predicted += 1;
     });
-    if (opt.progress) opt.progress(++done, total);
+    progress.tick();
     for (size_t i = 0; i < cfgs.size(); ++i) {
       if (is_full[i]) continue;
-      MethodResult& r = res[i];
-      double kl_sum = r.kl_mean * static_cast<double>(r.predicted);  // running sum
-      double agree = r.top1_agreement * static_cast<double>(r.predicted);
-      run_window(engines[engine_of[i]], w, opt.run.prefill, accs[i],
+      Part& mp = part[1 + i];
+      run_window(set.engines[engine_of[i]], w, opt.run.prefill, mp.acc,
                  [&](int64_t p, const float* lg) {
-                   log_softmax(lg, V, lp.data());
-                   const double* ref_p = ref_lp.data() + p * V;
-                   double kl = 0;
-                   for (int64_t v = 0; v < V; ++v)
-                     kl += std::exp(ref_p[v]) * (ref_p[v] - lp[static_cast<size_t>(v)]);
-                   kl = std::max(kl, 0.0);  // rounding can leave -1e-17 for equal inputs
-                   kl_sum += kl;
-                   r.kl_max = std::max(r.kl_max, kl);
-                   agree += argmax(lg, V) == ref_top[static_cast<size_t>(p)] ? 1.0 : 0.0;
-                   r.nll_sum -= lp[static_cast<size_t>(w[static_cast<size_t>(p + 1)])];
-                   r.predicted += 1;
+                   mp.score(ref_lp.data() + p * V, ref_top[static_cast<size_t>(p)], lg, V,
+                            w[static_cast<size_t>(p + 1)], lp);
                  });
-      r.kl_mean = r.predicted > 0 ? kl_sum / static_cast<double>(r.predicted) : 0;
-      r.top1_agreement = r.predicted > 0 ? agree / static_cast<double>(r.predicted) : 1;
-      if (opt.progress) opt.progress(++done, total);
+      progress.tick();
     }
+  });
+  Totals ref_tot;
+  std::vector<Totals> tot(cfgs.size());
+  for (size_t wi = 0; wi < windows.size(); ++wi) {
+    const int64_t n = static_cast<int64_t>(windows[wi].size()) - 1;
+    if (n <= 0) continue;
+    rep.predicted_tokens += n;
+    ref_tot.merge(rep.reference, parts[wi][0]);
+    for (size_t i = 0; i < cfgs.size(); ++i)
+      if (!is_full[i]) tot[i].merge(res[i], parts[wi][1 + i]);
   }
+  for (size_t i = 0; i < cfgs.size(); ++i) tot[i].finish_scores(res[i]);
+  const Acc& ref_acc = ref_tot.acc;
+  std::vector<Acc> accs;
+  for (const Totals& t : tot) accs.push_back(t.acc);
   finish(rep.reference, ref_acc, c);
   for (size_t i = 0; i < cfgs.size(); ++i) {
     if (is_full[i]) {
@@ -275,8 +374,14 @@ std::vector<std::string> default_methods(int64_t context, int64_t head_dim) {
   for (const char* id : {"kvtc", "uniform"})
     if (registered(id))
       for (int64_t bits : {2, 4}) out.push_back(detail::cat(id, ":bit_budget=", bits * head_dim));
-  for (const char* id : {"q8_0", "q4_0"})
-    if (registered(id)) out.emplace_back(id);
+  // llama.cpp's 32-value blocks lie inside one head; smaller heads get the 16- or 8-value blocks
+  for (const char* id : {"q8_0", "q4_0"}) {
+    if (!registered(id)) continue;
+    if (head_dim % 32 == 0)
+      out.emplace_back(id);
+    else if (head_dim % 8 == 0)
+      out.push_back(detail::cat(id, ":block=", head_dim % 16 == 0 ? 16 : 8));
+  }
   return out;
 }
 
@@ -287,47 +392,31 @@ MethodResult perplexity(const Model& model, const std::vector<std::vector<int32_
   VQ_CHECK(run.prefill >= 0, InvalidArgument, "perplexity: prefill = ", run.prefill,
            " must be >= 0");
   const int64_t V = model.config().vocab_size;
-  Engine e(model, method, run.engine());
   MethodResult r;
   r.spec = method.to_string();
-  Acc acc;
-  std::vector<double> lp(static_cast<size_t>(V));
-  int64_t done = 0;
-  for (const auto& w : windows) {
-    run_window(e, w, run.prefill, acc, [&](int64_t p, const float* lg) {
-      log_softmax(lg, V, lp.data());
-      r.nll_sum -= lp[static_cast<size_t>(w[static_cast<size_t>(p + 1)])];
-      r.predicted += 1;
-    });
-    if (progress) progress(++done, static_cast<int64_t>(windows.size()));
-  }
-  finish(r, acc, model.config());
+  const auto n_win = static_cast<int64_t>(windows.size());
+  Progress ticks(progress, n_win);
+  std::vector<Part> parts(windows.size());
+  for_windows<Engine>(
+      n_win, [&] { return Engine(model, method, run.engine()); },
+      [&](Engine& e, int64_t wi) {
+        const auto& w = windows[static_cast<size_t>(wi)];
+        Part& part = parts[static_cast<size_t>(wi)];
+        std::vector<double> lp(static_cast<size_t>(V));
+        run_window(e, w, run.prefill, part.acc, [&](int64_t p, const float* lg) {
+          log_softmax(lg, V, lp.data());
+          part.nll -= lp[static_cast<size_t>(w[static_cast<size_t>(p + 1)])];
+          part.predicted += 1;
+        });
+        ticks.tick();
+      });
+  Totals tot;
+  for (const Part& part : parts) tot.merge(r, part);
+  finish(r, tot.acc, model.config());
   return r;
 }
 
 namespace {
-
-// Running KL / top-1 / NLL of one method against the reference's log-probabilities.
-struct Score {
-  double kl_sum = 0, agree = 0;
-  void add(MethodResult& r, const double* ref_p, int32_t ref_top, const float* lg, int64_t V,
-           int32_t target, std::vector<double>& lp) {
-    log_softmax(lg, V, lp.data());
-    double kl = 0;
-    for (int64_t v = 0; v < V; ++v)
-      kl += std::exp(ref_p[v]) * (ref_p[v] - lp[static_cast<size_t>(v)]);
-    kl = std::max(kl, 0.0);
-    kl_sum += kl;
-    r.kl_max = std::max(r.kl_max, kl);
-    agree += argmax(lg, V) == ref_top ? 1.0 : 0.0;
-    r.nll_sum -= lp[static_cast<size_t>(target)];
-    r.predicted += 1;
-  }
-  void finish(MethodResult& r) const {
-    r.kl_mean = r.predicted > 0 ? kl_sum / static_cast<double>(r.predicted) : 0;
-    r.top1_agreement = r.predicted > 0 ? agree / static_cast<double>(r.predicted) : 1;
-  }
-};
 
 // Prefill w[0, N), then step w[N .. N + M - 1]; on_logits(i, logits) for continuation step i
 // (predicting w[N + i + 1]). Memory is sampled after each step.
@@ -385,12 +474,14 @@ PrefillReport run_prefill_protocol(const Model& model,
   VQ_CHECK(!opt.ratios.empty(), InvalidArgument, "prefill protocol: no ratio given");
   for (double r : opt.ratios) eviction::one_shot_keep(N, r);  // refuses r outside [0, 1)
 
-  // Parse and build everything first: a bad spec costs nothing.
+  // Parse everything first, and build the engines before any window runs: a bad spec costs
+  // nothing.
   const CacheConfig full_cfg = CacheConfig::parse("full");
   struct Run {
     std::string spec;
     double ratio;
-    Engine engine;
+    CacheConfig codec;             // a transform method alone (no eviction)
+    Engine::CacheFactory factory;  // otherwise the one-shot cache of each layer
   };
   std::vector<Run> runs;
   const int64_t D = c.head_dim(), L = c.n_layers;
@@ -398,7 +489,7 @@ PrefillReport run_prefill_protocol(const Model& model,
     // A transform method (a codec alone) evicts nothing: one run, every token kept in its form.
     if (eviction::is_codec_alone(s)) {
       const CacheConfig cfg = CacheConfig::parse(s);
-      runs.push_back(Run{cfg.to_string(), 0.0, Engine(model, cfg, EngineOptions{opt.seed, false})});
+      runs.push_back(Run{cfg.to_string(), 0.0, cfg, {}});
       continue;
     }
     const eviction::OneShotSpec spec = eviction::parse_one_shot(s);
@@ -406,10 +497,20 @@ PrefillReport run_prefill_protocol(const Model& model,
       Engine::CacheFactory f = [spec, r, D, L, seed = opt.seed, keep = opt.keep_policy](int64_t l) {
         return eviction::make_one_shot_cache(spec, r, D, l, L, layer_seed(seed, l), keep);
       };
-      runs.push_back(Run{spec.to_string(), r, Engine(model, f, EngineOptions{opt.seed, false})});
+      runs.push_back(Run{spec.to_string(), r, CacheConfig{}, std::move(f)});
     }
   }
-  Engine ref(model, full_cfg, EngineOptions{opt.seed, false});
+  struct Set {
+    Engine ref;
+    std::vector<Engine> runs;
+  };
+  auto make = [&] {
+    Set set{Engine(model, full_cfg, EngineOptions{opt.seed, false}), {}};
+    for (const Run& r : runs)
+      set.runs.push_back(r.factory ? Engine(model, r.factory, EngineOptions{opt.seed, false})
+                                   : Engine(model, r.codec, EngineOptions{opt.seed, false}));
+    return set;
+  };
 
   PrefillReport rep;
   rep.context = N;
@@ -432,46 +533,55 @@ PrefillReport run_prefill_protocol(const Model& model,
   rep.reference.evict_ratio = 0;
   rep.reference.kept_per_head = N;
   std::vector<MethodResult> res(runs.size());
-  std::vector<Acc> accs(runs.size());
-  std::vector<Score> scores(runs.size());
   for (size_t i = 0; i < runs.size(); ++i) {
     res[i].spec = runs[i].spec;
     res[i].evict_ratio = runs[i].ratio;
     res[i].kept_per_head = eviction::one_shot_keep(N, runs[i].ratio);
   }
-  Acc ref_acc;
-  const int64_t total = rep.n_windows * static_cast<int64_t>(1 + runs.size());
-  int64_t done = 0;
-  std::vector<double> ref_lp, lp(static_cast<size_t>(V));
-  std::vector<int32_t> ref_top;
-  for (const auto* wp : used) {
-    const auto& w = *wp;
-    const auto W = static_cast<int64_t>(w.size());
-    const int64_t M = opt.continuation > 0 ? opt.continuation : W - N - 1;
-    rep.continuation = std::max(rep.continuation, M);
-    rep.predicted_tokens += M;
-    ref_lp.assign(static_cast<size_t>(M * V), 0.0);
-    ref_top.assign(static_cast<size_t>(M), 0);
-    run_prefill_window(ref, w, N, M, ref_acc, [&](int64_t i, const float* lg) {
+  const auto n_win = static_cast<int64_t>(used.size());
+  Progress progress(opt.progress, n_win * static_cast<int64_t>(1 + runs.size()));
+  auto steps = [&](const std::vector<int32_t>& w) {
+    return opt.continuation > 0 ? opt.continuation : static_cast<int64_t>(w.size()) - N - 1;
+  };
+  // parts[w][0]: the reference on window w; parts[w][1 + k]: run k
+  std::vector<std::vector<Part>> parts(used.size(), std::vector<Part>(1 + runs.size()));
+  for_windows<Set>(n_win, make, [&](Set& set, int64_t wi) {
+    const auto& w = *used[static_cast<size_t>(wi)];
+    const int64_t M = steps(w);
+    std::vector<Part>& part = parts[static_cast<size_t>(wi)];
+    std::vector<double> ref_lp(static_cast<size_t>(M * V)), lp(static_cast<size_t>(V));
+    std::vector<int32_t> ref_top(static_cast<size_t>(M));
+    run_prefill_window(set.ref, w, N, M, part[0].acc, [&](int64_t i, const float* lg) {
       double* out = ref_lp.data() + i * V;
       log_softmax(lg, V, out);
       ref_top[static_cast<size_t>(i)] = argmax(lg, V);
-      rep.reference.nll_sum -= out[w[static_cast<size_t>(N + i + 1)]];
-      rep.reference.predicted += 1;
+      part[0].nll -= out[w[static_cast<size_t>(N + i + 1)]];
+      part[0].predicted += 1;
     });
-    if (opt.progress) opt.progress(++done, total);
+    progress.tick();
     for (size_t k = 0; k < runs.size(); ++k) {
-      run_prefill_window(runs[k].engine, w, N, M, accs[k], [&](int64_t i, const float* lg) {
-        scores[k].add(res[k], ref_lp.data() + i * V, ref_top[static_cast<size_t>(i)], lg, V,
-                      w[static_cast<size_t>(N + i + 1)], lp);
+      Part& mp = part[1 + k];
+      run_prefill_window(set.runs[k], w, N, M, mp.acc, [&](int64_t i, const float* lg) {
+        mp.score(ref_lp.data() + i * V, ref_top[static_cast<size_t>(i)], lg, V,
+                 w[static_cast<size_t>(N + i + 1)], lp);
       });
-      if (opt.progress) opt.progress(++done, total);
+      progress.tick();
     }
+  });
+  Totals ref_tot;
+  std::vector<Totals> tot(runs.size());
+  for (size_t wi = 0; wi < used.size(); ++wi) {
+    const int64_t M = steps(*used[wi]);
+    rep.continuation = std::max(rep.continuation, M);
+    rep.predicted_tokens += M;
+    ref_tot.merge(rep.reference, parts[wi][0]);
+    for (size_t k = 0; k < runs.size(); ++k) tot[k].merge(res[k], parts[wi][1 + k]);
   }
+  const Acc& ref_acc = ref_tot.acc;
   finish(rep.reference, ref_acc, c);
   for (size_t k = 0; k < runs.size(); ++k) {
-    scores[k].finish(res[k]);
-    finish(res[k], accs[k], c);
+    tot[k].finish_scores(res[k]);
+    finish(res[k], tot[k].acc, c);
     res[k].ppl_delta = res[k].perplexity - rep.reference.perplexity;
     res[k].ppl_delta_rel =
         rep.reference.perplexity > 0 ? res[k].ppl_delta / rep.reference.perplexity : 0;

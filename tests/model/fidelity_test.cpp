@@ -6,6 +6,7 @@
 
 #include "eval/fidelity.hpp"
 #include "model_test_util.hpp"
+#include "veloxquant/cache.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/registry.hpp"
 
@@ -112,9 +113,14 @@ TEST(Fidelity, DefaultMethodsScaleWithTheContextAndAreRegistered) {
   };
   EXPECT_TRUE(has("h2o:budget=64"));
   EXPECT_TRUE(has("curdkv:budget=256"));
-  for (const auto& s : specs) EXPECT_NO_THROW(vq::CacheConfig::parse(s)) << s;
+  // every default builds a cache at its head_dim (q8_0 / q4_0 pick blocks that fit small heads)
+  for (const auto& s : specs) EXPECT_NO_THROW(vq::make_cache(s, 8)) << s;
+  EXPECT_TRUE(has("q8_0:block=8"));
   const auto small = vq::eval::default_methods(256, 16);
   EXPECT_EQ(small.size(), specs.size());
+  for (const auto& s : small) EXPECT_NO_THROW(vq::make_cache(s, 16)) << s;
+  for (const auto& s : vq::eval::default_methods(256, 64))
+    EXPECT_NO_THROW(vq::make_cache(s, 64)) << s;
   EXPECT_NE(std::find(small.begin(), small.end(), "h2o:budget=32"), small.end());
 }
 
