@@ -74,6 +74,7 @@ void PcaCodec::take_model(const std::vector<uint8_t>& header) {
     bit_off_[static_cast<size_t>(j)] = static_cast<uint32_t>(at);
     at += widths_[static_cast<size_t>(j)];
   }
+  build_groups();
   external_entry_ = reader.external_entry();
   external_bytes_ = reader.external_bytes();
   basis_rows_.resize(static_cast<size_t>(k));
@@ -107,11 +108,35 @@ void PcaCodec::take_model(const std::vector<uint8_t>& header) {
   fitted_ = true;
 }
 
+void PcaCodec::build_groups() {
+  const int64_t k = kept(), G = (k + 7) / 8;
+  group_win_.assign(static_cast<size_t>(G), 0);
+  group_shuf_.assign(static_cast<size_t>(G * 32), 0x80);  // 0x80: the lane byte is zero
+  group_shift_.assign(static_cast<size_t>(G * 8), 0);
+  group_mask_.assign(static_cast<size_t>(G * 8), 0);
+  for (int64_t g = 0; g < G; ++g) {
+    const uint32_t win = bit_off_[static_cast<size_t>(8 * g)] >> 3;
+    group_win_[static_cast<size_t>(g)] = static_cast<int32_t>(win);
+    for (int64_t l = 0; l < 8 && 8 * g + l < k; ++l) {
+      const size_t j = static_cast<size_t>(8 * g + l);
+      // eight codes of <= 8 bits span at most 9 bytes from the window's start: byte b + 1 <= 9
+      const auto b = static_cast<uint8_t>((bit_off_[j] >> 3) - win);
+      uint8_t* lane = group_shuf_.data() + 32 * g + (l < 4 ? 4 * l : 16 + 4 * (l - 4));
+      lane[0] = b;
+      lane[1] = static_cast<uint8_t>(b + 1);
+      group_shift_[static_cast<size_t>(8 * g + l)] = static_cast<int32_t>(bit_off_[j] & 7u);
+      group_mask_[static_cast<size_t>(8 * g + l)] = (1 << widths_[j]) - 1;
+    }
+  }
+}
+
 int64_t PcaCodec::state_bytes() const {
-  return static_cast<int64_t>(4 * (own_mean_.capacity() + own_basis_.capacity()) +
-                              widths_.capacity() + 4 * bit_off_.capacity() +
-                              sizeof(const float*) * basis_rows_.capacity() +
-                              sizeof(coding::AffineParams) * fixed_.capacity());
+  return static_cast<int64_t>(
+      4 * (own_mean_.capacity() + own_basis_.capacity()) + widths_.capacity() +
+      4 * bit_off_.capacity() +
+      4 * (group_win_.capacity() + group_shift_.capacity() + group_mask_.capacity()) +
+      group_shuf_.capacity() + sizeof(const float*) * basis_rows_.capacity() +
+      sizeof(coding::AffineParams) * fixed_.capacity());
 }
 
 void PcaCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) {
@@ -178,23 +203,65 @@ inline void row_codes_f32(const uint8_t* row, int64_t rb, const uint32_t* bit_of
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-// Where code j sits in a row: byte j_off, shift j_sh, mask j_mask (widths <= 8 and shifts <= 7,
-// so one 32-bit load at the byte holds the code). Padded to a multiple of 8 components with
-// empty lanes (offset 0, mask 0: code 0).
-struct CodeLanes {
-  std::vector<int32_t> off, sh, mask;
-  void build(const uint32_t* bit_off, const uint8_t* widths, int64_t k) {
-    const size_t kp = static_cast<size_t>((k + 7) / 8 * 8);
-    off.assign(kp, 0);
-    sh.assign(kp, 0);
-    mask.assign(kp, 0);
-    for (int64_t j = 0; j < k; ++j) {
-      off[static_cast<size_t>(j)] = static_cast<int32_t>(bit_off[j] >> 3);
-      sh[static_cast<size_t>(j)] = static_cast<int32_t>(bit_off[j] & 7u);
-      mask[static_cast<size_t>(j)] = (1 << widths[j]) - 1;
-    }
+// The codes of components 8g .. 8g + 7 of a row as eight int32 lanes (0 past the last
+// component): the 16 bytes of the group's window, in both 128-bit halves, then a byte shuffle
+// that moves each code's two bytes into its lane, a shift and a mask. Reads row[win, win + 16).
+inline __m256i group_codes(const uint8_t* row, const int32_t* win, const uint8_t* shuf,
+                           const int32_t* shift, const int32_t* mask, int64_t g) {
+  const __m256i bytes =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + win[g])));
+  __m256i v = _mm256_shuffle_epi8(
+      bytes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(shuf + 32 * g)));
+  v = _mm256_srlv_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(shift + 8 * g)));
+  return _mm256_and_si256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + 8 * g)));
+}
+
+// The sum of the eight lanes in a fixed order.
+inline float sum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+struct GroupTables {
+  const int32_t* win;
+  const uint8_t* shuf;
+  const int32_t* shift;
+  const int32_t* mask;
+};
+
+// n rows of rb bytes; a row's group windows reach `reach` bytes from its start, and rows whose
+// windows would read past the buffer are copied to `pad` (zeroed past rb bytes) first.
+struct Rows {
+  const uint8_t* codes;
+  int64_t n, rb, reach;
+  uint8_t* pad;
+  const uint8_t* row(int64_t t) const {
+    const uint8_t* r = codes + t * rb;
+    if (t * rb + reach <= n * rb) return r;
+    std::memcpy(pad, r, static_cast<size_t>(rb));
+    return pad;
   }
 };
+
+// lat8[8 (g0 + i) + l] += w_t code_t(8 (g0 + i) + l) for i < NG, rows in order, the NG groups'
+// sums held in registers across the rows.
+template <int NG>
+void axpy_groups(const Rows& rows, const float* w, const GroupTables& tab, int64_t g0,
+                 float* lat8) {
+  __m256 acc[NG];
+  for (int i = 0; i < NG; ++i) acc[i] = _mm256_loadu_ps(lat8 + 8 * (g0 + i));
+  for (int64_t t = 0; t < rows.n; ++t) {
+    const uint8_t* row = rows.row(t);
+    const __m256 wv = _mm256_set1_ps(w[t]);
+    for (int i = 0; i < NG; ++i)
+      acc[i] = _mm256_fmadd_ps(
+          wv, _mm256_cvtepi32_ps(group_codes(row, tab.win, tab.shuf, tab.shift, tab.mask, g0 + i)),
+          acc[i]);
+  }
+  for (int i = 0; i < NG; ++i) _mm256_storeu_ps(lat8 + 8 * (g0 + i), acc[i]);
+}
 #endif
 
 // The latest query a thread projected, per model: attention asks for the same query once per
@@ -244,38 +311,50 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
     c0 = madd(mins[static_cast<size_t>(j)], pj, c0);
     wj[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)] * pj;
   }
-  int64_t t = 0;
 #if defined(__AVX2__) && defined(__FMA__)
-  // Eight rows at a time, one lane per row: code j of the eight rows in one gather, then the same
-  // fused multiply-add chain as the scalar loop below (c0, then j = 0, 1, ... in order), so a
-  // row's value does not depend on which path computed it. The gathers read up to 3 bytes past a
-  // code; the group that ends the buffer goes through a padded copy.
+  // A row at a time, eight components per step (group_codes: no gathers): eight partial sums,
+  // lane l over components l, l + 8, ..., added in a fixed order at the end. Every row takes
+  // this path, so a row's value depends only on its codes and q. Rows whose 16-byte windows
+  // would read past the buffer go through a zero-padded copy.
   if (k > 0) {
-    thread_local std::vector<uint8_t> tail;
-    const int64_t last_off = static_cast<int64_t>(bit_off_[static_cast<size_t>(k - 1)] >> 3);
-    const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                            _mm256_set1_epi32(static_cast<int32_t>(rb)));
-    for (; t + 8 <= n; t += 8) {
-      const uint8_t* src = codes + t * rb;
-      if ((t + 7) * rb + last_off + 4 > n * rb) {
-        tail.assign(static_cast<size_t>(8 * rb + 4), 0);
-        std::memcpy(tail.data(), src, static_cast<size_t>(8 * rb));
-        src = tail.data();
+    const int64_t G = static_cast<int64_t>(group_win_.size());
+    thread_local std::vector<float> w8;
+    w8.assign(static_cast<size_t>(G * 8), 0.0f);
+    std::copy_n(wj.begin(), k, w8.begin());
+    const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
+    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
+    const int32_t *win = group_win_.data(), *sh = group_shift_.data(), *mk = group_mask_.data();
+    const uint8_t* shuf = group_shuf_.data();
+    int64_t t = 0;
+    // two rows at a time while neither needs the padded copy (two independent chains)
+    for (; t + 2 <= n && (t + 1) * rb + reach <= n * rb; t += 2) {
+      const uint8_t* r0 = codes + t * rb;
+      const uint8_t* r1 = r0 + rb;
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+      for (int64_t g = 0; g < G; ++g) {
+        const __m256 wg = _mm256_loadu_ps(w8.data() + 8 * g);
+        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(r0, win, shuf, sh, mk, g)), wg, a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(r1, win, shuf, sh, mk, g)), wg, a1);
       }
-      __m256 acc = _mm256_set1_ps(c0);
-      for (int64_t j = 0; j < k; ++j) {
-        const uint32_t bo = bit_off_[static_cast<size_t>(j)];
-        __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(src + (bo >> 3)), rows, 1);
-        v = _mm256_srl_epi32(v, _mm_cvtsi32_si128(static_cast<int>(bo & 7u)));
-        v = _mm256_and_si256(v, _mm256_set1_epi32((1 << widths_[static_cast<size_t>(j)]) - 1));
-        acc =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(wj[static_cast<size_t>(j)]), acc);
-      }
-      _mm256_storeu_ps(out + t, acc);
+      out[t] = c0 + sum8(a0);
+      out[t + 1] = c0 + sum8(a1);
     }
+    for (; t < n; ++t) {  // the same arithmetic, one row
+      const uint8_t* row = codes + t * rb;
+      if (t * rb + reach > n * rb) {
+        std::memcpy(pad.data(), row, static_cast<size_t>(rb));
+        row = pad.data();
+      }
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t g = 0; g < G; ++g)
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(row, win, shuf, sh, mk, g)),
+                              _mm256_loadu_ps(w8.data() + 8 * g), acc);
+      out[t] = c0 + sum8(acc);
+    }
+    return;
   }
 #endif
-  for (; t < n; ++t) {
+  for (int64_t t = 0; t < n; ++t) {
     row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
     float s = c0;
     for (int64_t j = 0; j < k; ++j)
@@ -284,10 +363,10 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
   }
 }
 
-void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
-                         float* acc) const {
+void PcaCodec::axpy_latent(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                           float* out) const {
   if (n <= 0) return;
-  const int64_t D = dim(), k = kept(), rb = row_bytes_;
+  const int64_t k = kept(), rb = row_bytes_;
   thread_local std::vector<float> lat, mins, scales, code;
   thread_local std::vector<uint8_t> pad;
   lat.assign(static_cast<size_t>(k), 0.0f);
@@ -297,33 +376,46 @@ void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n,
   pad.assign(static_cast<size_t>(rb + 8), 0);
   float wsum = 0.0f;
 #if defined(__AVX2__) && defined(__FMA__)
-  // Eight components at a time, one lane per component: the codes of a row in one gather, and
-  // lat_j += w_t code_tj with the scalar loop's fused multiply-add, rows in order.
+  // Eight components at a time, one lane per component (group_codes: no gathers), and
+  // lat_j += w_t code_tj with the scalar loop's fused multiply-add, rows in order. Rows whose
+  // 16-byte windows would read past the buffer go through a zero-padded copy.
   if (k > 0) {
-    thread_local CodeLanes lanes;
+    const int64_t G = static_cast<int64_t>(group_win_.size());
     thread_local std::vector<float> lat8;
-    lanes.build(bit_off_.data(), widths_.data(), k);
-    const int64_t kp = static_cast<int64_t>(lanes.off.size());
-    lat8.assign(static_cast<size_t>(kp), 0.0f);
-    for (int64_t t = 0; t < n; ++t) {
-      const uint8_t* row = codes + t * rb;
-      if (t + 1 == n) {  // the gathers read up to 3 bytes past the row
-        std::memcpy(pad.data(), row, static_cast<size_t>(rb));
-        row = pad.data();
-      }
-      const float wt = w[t];
-      wsum += wt;
-      const __m256 wv = _mm256_set1_ps(wt);
-      for (int64_t jb = 0; jb < kp; jb += 8) {
-        const __m256i off =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.off.data() + jb));
-        __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(row), off, 1);
-        v = _mm256_srlv_epi32(
-            v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.sh.data() + jb)));
-        v = _mm256_and_si256(
-            v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.mask.data() + jb)));
-        float* l = lat8.data() + jb;
-        _mm256_storeu_ps(l, _mm256_fmadd_ps(wv, _mm256_cvtepi32_ps(v), _mm256_loadu_ps(l)));
+    lat8.assign(static_cast<size_t>(G * 8), 0.0f);
+    const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
+    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
+    for (int64_t t = 0; t < n; ++t) wsum += w[t];
+    const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
+                          group_mask_.data()};
+    const Rows rows{codes, n, rb, reach, pad.data()};
+    // up to eight groups' sums held in registers over all the rows, then the next eight
+    for (int64_t g0 = 0; g0 < G; g0 += 8) {
+      switch (std::min<int64_t>(8, G - g0)) {
+        case 8:
+          axpy_groups<8>(rows, w, tab, g0, lat8.data());
+          break;
+        case 7:
+          axpy_groups<7>(rows, w, tab, g0, lat8.data());
+          break;
+        case 6:
+          axpy_groups<6>(rows, w, tab, g0, lat8.data());
+          break;
+        case 5:
+          axpy_groups<5>(rows, w, tab, g0, lat8.data());
+          break;
+        case 4:
+          axpy_groups<4>(rows, w, tab, g0, lat8.data());
+          break;
+        case 3:
+          axpy_groups<3>(rows, w, tab, g0, lat8.data());
+          break;
+        case 2:
+          axpy_groups<2>(rows, w, tab, g0, lat8.data());
+          break;
+        default:
+          axpy_groups<1>(rows, w, tab, g0, lat8.data());
+          break;
       }
     }
     std::copy_n(lat8.begin(), k, lat.begin());
@@ -341,13 +433,29 @@ void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n,
   }
 #endif
   chunk_ranges(params, mins.data(), scales.data());
-  for (int64_t d = 0; d < D; ++d) acc[d] = madd(wsum, mean_[d], acc[d]);
+  for (int64_t j = 0; j < k; ++j)
+    out[j] += madd(scales[static_cast<size_t>(j)], lat[static_cast<size_t>(j)],
+                   mins[static_cast<size_t>(j)] * wsum);
+  out[k] += wsum;
+}
+
+void PcaCodec::unproject_latent(const float* lat, float* acc) const {
+  const int64_t D = dim(), k = kept();
+  for (int64_t d = 0; d < D; ++d) acc[d] = madd(lat[k], mean_[d], acc[d]);
   for (int64_t j = 0; j < k; ++j) {
-    const float a = madd(scales[static_cast<size_t>(j)], lat[static_cast<size_t>(j)],
-                         mins[static_cast<size_t>(j)] * wsum);
+    const float a = lat[j];
     const float* bj = basis_rows_[static_cast<size_t>(j)];
     for (int64_t d = 0; d < D; ++d) acc[d] = madd(a, bj[d], acc[d]);
   }
+}
+
+void PcaCodec::axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                         float* acc) const {
+  if (n <= 0) return;
+  thread_local std::vector<float> lat;
+  lat.assign(static_cast<size_t>(kept() + 1), 0.0f);
+  axpy_latent(params, codes, n, w, lat.data());
+  unproject_latent(lat.data(), acc);
 }
 
 void PcaCodec::decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const {

@@ -68,6 +68,13 @@ class PcaCodec final : public store::RowCodec {
   /// acc += (sum w) mean + sum_j (min_j sum w + scale_j sum_t w_t code_tj) basis_j.
   void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                  float* acc) const override;
+  /// The latent sum: k + 1 floats, lat_j += min_j sum w + scale_j sum_t w_t code_tj and
+  /// lat_k += sum w; unproject_latent adds lat_k mean + sum_j lat_j basis_j (axpy_rows is the
+  /// two on one chunk).
+  int64_t latent_dim() const override { return kept() + 1; }
+  void axpy_latent(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                   float* lat) const override;
+  void unproject_latent(const float* lat, float* acc) const override;
   /// Reference twins: decode the rows, then the fp32 product (what dot_rows / axpy_rows equal up
   /// to rounding).
   void dot_rows_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
@@ -92,6 +99,8 @@ class PcaCodec final : public store::RowCodec {
 
  private:
   void take_model(const std::vector<uint8_t>& header);
+  /// The shuffle-unpack tables (group_*) from bit_off_ and widths_.
+  void build_groups();
   /// This chunk's dequantizer: mins[j], scales[j].
   void chunk_ranges(const uint8_t* params, float* mins, float* scales) const;
 
@@ -102,12 +111,19 @@ class PcaCodec final : public store::RowCodec {
   bool given_model_ = false, fitted_ = false, fixed_ranges_ = false;
   uint64_t model_id_ = 0;  // unique per fitted model in this process (keys the query memo)
   int64_t row_bytes_ = 0, header_bytes_ = 0, external_bytes_ = 0, external_entry_ = -1;
-  std::vector<uint8_t> widths_;                     // [k]
-  std::vector<uint32_t> bit_off_;                   // [k] first bit of code j in a row
-  std::vector<float> own_mean_, own_basis_;         // local model: [D], [k, D]
-  const float* mean_ = nullptr;                     // own_mean_ or the calibration's
-  std::vector<const float*> basis_rows_;            // [k] rows of own_basis_ or the calibration's
-  std::vector<coding::AffineParams> fixed_;         // [k] quant=calibrated ranges
+  std::vector<uint8_t> widths_;    // [k]
+  std::vector<uint32_t> bit_off_;  // [k] first bit of code j in a row
+  // The codes in groups of 8 components, for the shuffle unpack of the latent kernels: group g's
+  // codes lie in the 16 bytes of a row from byte group_win_[g]; a byte shuffle puts code j's two
+  // bytes in 32-bit lane j, then a shift and a mask (padding lanes: mask 0).
+  std::vector<int32_t> group_win_;           // [G]
+  std::vector<uint8_t> group_shuf_;          // [G * 32] byte shuffle control (per 128-bit half)
+  std::vector<int32_t> group_shift_;         // [G * 8]
+  std::vector<int32_t> group_mask_;          // [G * 8]
+  std::vector<float> own_mean_, own_basis_;  // local model: [D], [k, D]
+  const float* mean_ = nullptr;              // own_mean_ or the calibration's
+  std::vector<const float*> basis_rows_;     // [k] rows of own_basis_ or the calibration's
+  std::vector<coding::AffineParams> fixed_;  // [k] quant=calibrated ranges
   std::shared_ptr<const Calibration> calibration_;  // keeps the referenced model alive
 };
 

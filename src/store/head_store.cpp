@@ -403,6 +403,24 @@ void HeadStore::dot(int kv, int64_t first, int64_t n, const float* q, float* out
 
 void HeadStore::accumulate(int kv, int64_t first, int64_t n, const float* w, float* acc) const {
   const RowCodec& cd = *codec_[kv];
+  if (const int64_t L = cd.latent_dim(); L > 0) {
+    // Encoded rows summed in the codec's latent space over every chunk, mapped back once.
+    thread_local std::vector<float> lat;
+    lat.assign(static_cast<size_t>(L), 0.0f);
+    bool any = false;
+    for_each_run(
+        kv, first, n,
+        [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
+          if (window) {
+            float_axpy_rows(FloatRows::F16, codes, 2 * D_, m, D_, w + i, acc);
+          } else {
+            cd.axpy_latent(params, codes, m, w + i, lat.data());
+            any = true;
+          }
+        });
+    if (any) cd.unproject_latent(lat.data(), acc);
+    return;
+  }
   for_each_run(kv, first, n,
                [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
                  if (window)

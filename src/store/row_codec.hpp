@@ -94,6 +94,17 @@ class RowCodec {
   /// into per-thread scratch like dot_rows.
   virtual void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                          float* acc) const;
+  /// Codecs whose rows are a fixed linear map of a smaller latent vector per row (the PCA family)
+  /// can sum attention-weighted rows in that space across every chunk of a read and map back
+  /// once: latent_dim() > 0 is the size of the sum, axpy_latent() adds n rows to it (each chunk
+  /// with its own parameters) and unproject_latent() adds the rows it stands for to acc[0, D).
+  /// HeadStore::accumulate uses them when latent_dim() > 0; axpy_rows stays the per-call form.
+  virtual int64_t latent_dim() const { return 0; }
+  virtual void axpy_latent(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                           float* lat) const {
+    (void)params, (void)codes, (void)n, (void)w, (void)lat;
+  }
+  virtual void unproject_latent(const float* lat, float* acc) const { (void)lat, (void)acc; }
 
   // ---- what attention must know
   /// True when the codec wants keys before RoPE (the engine rotates what it reads).
