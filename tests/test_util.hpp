@@ -5,11 +5,23 @@
 #include <string>
 
 #include "core/rng.hpp"
+#include "core/thread_pool.hpp"
 #include "veloxquant/config.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
+#include "veloxquant/threads.hpp"
 
 namespace vqtest {
+
+/// Puts the process-wide thread count and piece size back when a test ends (also on failure).
+struct RestoreThreads {
+  int n = vq::thread_count();
+  int64_t piece = vq::min_piece_macs();
+  ~RestoreThreads() {
+    vq::set_thread_count(n);
+    vq::set_min_piece_macs(piece);
+  }
+};
 
 /// Random [B, H, S, D] tensor with a decaying per-channel scale (a realistic KV spectrum).
 inline vq::Tensor random_tensor(int64_t B, int64_t H, int64_t S, int64_t D, uint64_t seed,

@@ -15,6 +15,7 @@
 
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
+#include "test_util.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/row_source.hpp"
@@ -72,15 +73,6 @@ std::vector<Held> run(const std::string& spec, int threads, int64_t piece) {
   return out;
 }
 
-struct RestoreThreads {
-  int n = vq::thread_count();
-  int64_t piece = vq::min_piece_macs();
-  ~RestoreThreads() {
-    vq::set_thread_count(n);
-    vq::set_min_piece_macs(piece);
-  }
-};
-
 std::vector<std::string> all_specs() {
   std::vector<std::string> specs;
   for (const vq::MethodInfo& m : vq::methods()) {
@@ -96,7 +88,7 @@ std::vector<std::string> all_specs() {
 }  // namespace
 
 TEST(EvictionThreads, EveryMethodHoldsTheSameBytesForAnyThreadCount) {
-  RestoreThreads restore;
+  vqtest::RestoreThreads restore;
   const std::vector<std::string> specs = all_specs();
   ASSERT_GT(specs.size(), 15u);
   for (const std::string& spec : specs) {

@@ -13,6 +13,7 @@
 
 #include "core/thread_pool.hpp"
 #include "model_test_util.hpp"
+#include "test_util.hpp"
 #include "veloxquant/model.hpp"
 #include "veloxquant/threads.hpp"
 
@@ -44,19 +45,9 @@ Run run(const vq::Model& m, const std::string& spec, const std::vector<int32_t>&
   return r;
 }
 
-// Puts the process-wide thread count and piece size back when a test ends (also on failure).
-struct RestoreThreads {
-  int n = vq::thread_count();
-  int64_t piece = vq::min_piece_macs();
-  ~RestoreThreads() {
-    vq::set_thread_count(n);
-    vq::set_min_piece_macs(piece);
-  }
-};
-
 void expect_thread_count_invariant(const vq::Model& m, const std::vector<std::string>& specs,
                                    int64_t n1, int64_t n2, int64_t steps) {
-  RestoreThreads restore;
+  vqtest::RestoreThreads restore;
   const auto tokens = vqtest::some_tokens(n1 + n2, m.config().vocab_size, 5);
   const std::vector<int32_t> chunk1(tokens.begin(), tokens.begin() + n1);
   const std::vector<int32_t> chunk2(tokens.begin() + n1, tokens.end());

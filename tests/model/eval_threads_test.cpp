@@ -9,6 +9,7 @@
 #include "core/thread_pool.hpp"
 #include "eval/fidelity.hpp"
 #include "model_test_util.hpp"
+#include "test_util.hpp"
 #include "veloxquant/threads.hpp"
 
 namespace {
@@ -27,15 +28,10 @@ nlohmann::json results(const vq::eval::MethodResult& r) {
   return j;
 }
 
-struct RestoreThreads {
-  int n = vq::thread_count();
-  ~RestoreThreads() { vq::set_thread_count(n); }
-};
-
 }  // namespace
 
 TEST(EvalThreads, FidelityPerplexityAndPrefillAreTheSameForAnyThreadCount) {
-  RestoreThreads restore;
+  vqtest::RestoreThreads restore;
   const vq::Model m = vq::Model::random(vqtest::small_config(48), 7, 0.3f);
   const auto windows = vq::eval::make_windows(tokens(47 * 5 + 20), 48);  // 6 windows
   ASSERT_EQ(windows.size(), 6u);
