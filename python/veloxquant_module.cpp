@@ -431,8 +431,9 @@ PYBIND11_MODULE(veloxquant, m) {
 
   m.def(
       "set_threads", [](int n) { vq::set_thread_count(n); }, py::arg("n"),
-      "Threads of the parallel loops (weight products, attention), process-wide; default every "
-      "core. Results are bit-identical for any count. ValueError outside [1, 1024].");
+      "Threads of the parallel loops (weight products, attention, the caches' per-head work, "
+      "block codecs, evaluation windows), process-wide; default every core. Results are "
+      "bit-identical for any count. ValueError outside [1, 1024].");
   m.def("get_threads", &vq::thread_count, "Threads the parallel loops use now.");
   m.def(
       "methods",

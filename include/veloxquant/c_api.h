@@ -42,8 +42,9 @@ const char* vq_status_name(vq_status s);
 /* "0.1.0" */
 const char* vq_version(void);
 
-/* Threads of the parallel loops (weight products, attention), process-wide; the default is every
- * core. Results are bit-identical for any count. vq_set_threads refuses n outside [1, 1024]. */
+/* Threads of the parallel loops (weight products, attention, the caches' per-head work, block
+ * codecs), process-wide; the default is every core. Results are bit-identical for any count.
+ * vq_set_threads refuses n outside [1, 1024]. */
 vq_status vq_set_threads(int n);
 vq_status vq_get_threads(int* n);
 

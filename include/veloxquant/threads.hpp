@@ -1,7 +1,9 @@
 // The process-wide thread count of VeloxQuant's parallel loops (weight matrix products split by
-// output rows, attention split by heads). Work is cut into pieces that depend only on the
-// problem's shape, never on the thread count, so every result is bit-identical whatever the
-// count; the threads only decide who computes which piece.
+// output rows, attention by query heads, a cache update and a block codec by KV heads, an
+// evaluation by windows). Work is cut into pieces that depend only on the problem's shape, never
+// on the thread count (evaluation windows are spread over the threads, but each window's result
+// is computed alone and the sums are taken in window order), so every result is bit-identical
+// whatever the count; the threads only decide who computes which piece.
 #pragma once
 
 namespace vq {
