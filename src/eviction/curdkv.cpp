@@ -185,6 +185,8 @@ class CurDKVCache final : public eviction::EvictionCache {
     w.attn.resize(static_cast<size_t>(n));
     w.tmp.resize(static_cast<size_t>(n));
     w.lev.resize(static_cast<size_t>(n));
+    // the buffers are the thread's, shared with caches of other head_dims: the width first
+    if (w.W.cols() != D) w.W.resize(0, D);
     if (w.W.rows() < n) w.W.resize(std::max<int64_t>(n, 2 * w.W.rows()), D);
     eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
     store::for_each_block(values(st), w.blk, [&](int64_t first, int64_t m, const float* rows) {

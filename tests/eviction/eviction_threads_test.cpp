@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,13 +25,13 @@
 
 namespace {
 
-constexpr int64_t kB = 2, kH = 3, kG = 2, kS = 90, kD = 32;
+constexpr int64_t kB = 2, kH = 3, kG = 2;
 
-vq::Tensor random_tensor(int64_t H, uint64_t seed) {
+vq::Tensor random_tensor(int64_t H, int64_t S, int64_t D, uint64_t seed) {
   vq::Rng rng(seed);
-  std::vector<float> x(static_cast<size_t>(kB * H * kS * kD));
+  std::vector<float> x(static_cast<size_t>(kB * H * S * D));
   for (float& v : x) v = static_cast<float>(rng.normal());
-  return vq::Tensor::from_fp32(x.data(), kB, H, kS, kD);
+  return vq::Tensor::from_fp32(x.data(), kB, H, S, D);
 }
 
 struct Held {
@@ -39,17 +40,19 @@ struct Held {
   double content_bytes = 0;
 };
 
-std::vector<Held> run(const std::string& spec, int threads, int64_t piece) {
+// Feeds S tokens of head_dim D (a prefill chunk, then single tokens and small chunks) and
+// returns what every head holds.
+std::vector<Held> run(const std::string& spec, int threads, int64_t piece, int64_t S = 90,
+                      int64_t D = 32) {
   vq::set_thread_count(threads);
   vq::set_min_piece_macs(piece);
-  const vq::Tensor K = random_tensor(kH, 1), V = random_tensor(kH, 2),
-                   Q = random_tensor(kH * kG, 3);
-  auto cache = vq::make_cache(vq::CacheConfig::parse(spec), kD, 0, 1, 11);
-  // a prefill chunk, then single tokens and a small chunk
+  const vq::Tensor K = random_tensor(kH, S, D, 1), V = random_tensor(kH, S, D, 2),
+                   Q = random_tensor(kH * kG, S, D, 3);
+  auto cache = vq::make_cache(vq::CacheConfig::parse(spec), D, 0, 1, 11);
   const std::vector<int64_t> chunks = {40, 1, 1, 1, 7, 1};
   int64_t s = 0;
-  for (size_t i = 0; s < kS; ++i) {
-    const int64_t n = std::min(chunks[i % chunks.size()], kS - s);
+  for (size_t i = 0; s < S; ++i) {
+    const int64_t n = std::min(chunks[i % chunks.size()], S - s);
     const vq::Tensor q = Q.slice_tokens(s, n);
     cache->update(K.slice_tokens(s, n), V.slice_tokens(s, n), &q);
     s += n;
@@ -61,8 +64,8 @@ std::vector<Held> run(const std::string& spec, int threads, int64_t piece) {
       const int64_t n = cache->kept(b, h);
       const int64_t* p = cache->positions(b, h);
       x.positions.assign(p, p + n);
-      x.keys.resize(static_cast<size_t>(n * kD));
-      x.values.resize(static_cast<size_t>(n * kD));
+      x.keys.resize(static_cast<size_t>(n * D));
+      x.values.resize(static_cast<size_t>(n * D));
       if (n > 0) {
         cache->keys(b, h).read(0, n, x.keys.data());
         cache->values(b, h).read(0, n, x.values.data());
@@ -80,6 +83,8 @@ std::vector<std::string> all_specs() {
     specs.push_back(vq::find_option(m, "budget") != nullptr ? m.id + ":budget=24" : m.id);
   }
   specs.push_back("h2o:budget=24,heads=adaptive");
+  specs.push_back("curdkv:budget=24,solver=exact");  // the weighted block W instead of trackers
+  specs.push_back("curdkv:budget=24,solver=reference");
   specs.push_back("snapkv:budget=24+q4_0");
   specs.push_back("tova:budget=24+kvtc:bit_budget=64,chunk_tokens=8");
   return specs;
@@ -107,6 +112,29 @@ TEST(EvictionThreads, EveryMethodHoldsTheSameBytesForAnyThreadCount) {
                   0)
             << "values of head " << i << ", " << threads << " threads";
         EXPECT_EQ(got[i].content_bytes, one[i].content_bytes);
+      }
+    }
+  }
+}
+
+// The methods' working buffers belong to the thread and are shared by every cache of a method
+// on it: whatever caches of other head_dims left in them must not change what a cache holds.
+// Each run on this thread (its buffers last used at another head_dim) is compared with the same
+// run on a new thread (fresh buffers).
+TEST(EvictionThreads, ScratchSharedAcrossHeadDimsChangesNothing) {
+  vqtest::RestoreThreads restore;
+  for (const std::string& spec : all_specs()) {
+    SCOPED_TRACE(spec);
+    for (int64_t D : {64, 32, 64, 32}) {  // q4_0 needs multiples of 32
+      std::vector<Held> want;
+      std::thread fresh([&] { want = run(spec, 1, restore.piece, 90, D); });
+      fresh.join();
+      const std::vector<Held> got = run(spec, 1, restore.piece, 90, D);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i].positions, want[i].positions) << "D " << D << ", head " << i;
+        EXPECT_EQ(got[i].keys, want[i].keys) << "D " << D << ", head " << i;
+        EXPECT_EQ(got[i].values, want[i].values) << "D " << D << ", head " << i;
       }
     }
   }
