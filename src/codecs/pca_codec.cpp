@@ -206,14 +206,20 @@ inline void row_codes_f32(const uint8_t* row, int64_t rb, const uint32_t* bit_of
 // The codes of components 8g .. 8g + 7 of a row as eight int32 lanes (0 past the last
 // component): the 16 bytes of the group's window, in both 128-bit halves, then a byte shuffle
 // that moves each code's two bytes into its lane, a shift and a mask. Reads row[win, win + 16).
-inline __m256i group_codes(const uint8_t* row, const int32_t* win, const uint8_t* shuf,
-                           const int32_t* shift, const int32_t* mask, int64_t g) {
-  const __m256i bytes =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + win[g])));
+struct GroupTables {
+  const int32_t* win;
+  const uint8_t* shuf;
+  const int32_t* shift;
+  const int32_t* mask;
+};
+
+inline __m256i group_codes(const uint8_t* row, const GroupTables& t, int64_t g) {
+  const __m256i bytes = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + t.win[g])));
   __m256i v = _mm256_shuffle_epi8(
-      bytes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(shuf + 32 * g)));
-  v = _mm256_srlv_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(shift + 8 * g)));
-  return _mm256_and_si256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(mask + 8 * g)));
+      bytes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.shuf + 32 * g)));
+  v = _mm256_srlv_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.shift + 8 * g)));
+  return _mm256_and_si256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.mask + 8 * g)));
 }
 
 // The sum of the eight lanes in a fixed order.
@@ -223,13 +229,6 @@ inline float sum8(__m256 v) {
   s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
   return _mm_cvtss_f32(s);
 }
-
-struct GroupTables {
-  const int32_t* win;
-  const uint8_t* shuf;
-  const int32_t* shift;
-  const int32_t* mask;
-};
 
 // n rows of rb bytes; a row's group windows reach `reach` bytes from its start, and rows whose
 // windows would read past the buffer are copied to `pad` (zeroed past rb bytes) first.
@@ -256,9 +255,7 @@ void axpy_groups(const Rows& rows, const float* w, const GroupTables& tab, int64
     const uint8_t* row = rows.row(t);
     const __m256 wv = _mm256_set1_ps(w[t]);
     for (int i = 0; i < NG; ++i)
-      acc[i] = _mm256_fmadd_ps(
-          wv, _mm256_cvtepi32_ps(group_codes(row, tab.win, tab.shuf, tab.shift, tab.mask, g0 + i)),
-          acc[i]);
+      acc[i] = _mm256_fmadd_ps(wv, _mm256_cvtepi32_ps(group_codes(row, tab, g0 + i)), acc[i]);
   }
   for (int i = 0; i < NG; ++i) _mm256_storeu_ps(lat8 + 8 * (g0 + i), acc[i]);
 }
@@ -323,31 +320,14 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
     std::copy_n(wj.begin(), k, w8.begin());
     const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
     pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
-    const int32_t *win = group_win_.data(), *sh = group_shift_.data(), *mk = group_mask_.data();
-    const uint8_t* shuf = group_shuf_.data();
-    int64_t t = 0;
-    // two rows at a time while neither needs the padded copy (two independent chains)
-    for (; t + 2 <= n && (t + 1) * rb + reach <= n * rb; t += 2) {
-      const uint8_t* r0 = codes + t * rb;
-      const uint8_t* r1 = r0 + rb;
-      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-      for (int64_t g = 0; g < G; ++g) {
-        const __m256 wg = _mm256_loadu_ps(w8.data() + 8 * g);
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(r0, win, shuf, sh, mk, g)), wg, a0);
-        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(r1, win, shuf, sh, mk, g)), wg, a1);
-      }
-      out[t] = c0 + sum8(a0);
-      out[t + 1] = c0 + sum8(a1);
-    }
-    for (; t < n; ++t) {  // the same arithmetic, one row
-      const uint8_t* row = codes + t * rb;
-      if (t * rb + reach > n * rb) {
-        std::memcpy(pad.data(), row, static_cast<size_t>(rb));
-        row = pad.data();
-      }
+    const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
+                          group_mask_.data()};
+    const Rows rows{codes, n, rb, reach, pad.data()};
+    for (int64_t t = 0; t < n; ++t) {
+      const uint8_t* row = rows.row(t);
       __m256 acc = _mm256_setzero_ps();
       for (int64_t g = 0; g < G; ++g)
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(row, win, shuf, sh, mk, g)),
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(row, tab, g)),
                               _mm256_loadu_ps(w8.data() + 8 * g), acc);
       out[t] = c0 + sum8(acc);
     }
