@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.hpp"
 #include "formats/bf16.hpp"
+#include "kernels/row_dot.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
 #include "veloxquant/tensor.hpp"
@@ -161,6 +162,12 @@ void matvec(const WeightMatrix& w, const float* x, float* y, bool accumulate) {
     const float* data = reinterpret_cast<const float*>(w.data);
     for_row_pieces(w.rows, kMatvecUnit, w.cols,
                    [&](int64_t p0, int64_t p1) { product(data + p0 * w.cols, p0, p1 - p0); });
+    return;
+  }
+  if (detail::has_row_dot(w.type)) {  // fused: each row read once, expanded in registers
+    for_row_pieces(w.rows, kMatvecUnit, w.cols, [&](int64_t p0, int64_t p1) {
+      detail::dot_rows(w, x, p0, p1, y + p0, accumulate);
+    });
     return;
   }
   for_row_pieces(w.rows, kMatvecUnit, w.cols, [&](int64_t p0, int64_t p1) {

@@ -6,11 +6,13 @@
 //   *_ref   plain scalar loops: per row, block by block, each block decoded by ggml_dequantize
 //           and summed in order into one float. The yardstick for the fast versions.
 //   matvec / matmul  fast: fp32 weights are multiplied in place by Eigen (exactly the products
-//           the engine used before these kernels existed); any other type is decoded a tile
-//           of rows at a time into 64-byte-aligned scratch and multiplied by Eigen's SIMD
-//           GEMV / GEMM. Output rows are split across the thread pool (core/thread_pool.hpp)
-//           in pieces that depend only on the shapes, each row computed exactly as in one
-//           product over the whole matrix: bit-identical for any thread count.
+//           the engine used before these kernels existed). matvec on F16, BF16, Q8_0, Q4_0,
+//           Q4_K and Q6_K (AVX2 builds) reads each row once and expands it in registers
+//           (row_dot.hpp); any other type, and every matmul, decodes a tile of rows at a time
+//           into 64-byte-aligned scratch and multiplies it by Eigen's SIMD GEMV / GEMM.
+//           Output rows are split across the thread pool (core/thread_pool.hpp) in pieces
+//           that depend only on the shapes, each row computed exactly as in one product
+//           over the whole matrix: bit-identical for any thread count.
 //
 // Shapes: W is [rows, cols]; matvec: y[rows] = W x[cols]; matmul: Y[n, rows] = X[n, cols] W^T,
 // X and Y row-major. With accumulate = true the product is added to y / Y instead.

@@ -14,6 +14,7 @@
 #include "core/thread_pool.hpp"
 #include "formats/quant_blocks.hpp"
 #include "kernels/matmul.hpp"
+#include "kernels/row_dot.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/threads.hpp"
 
@@ -103,6 +104,52 @@ TEST(Kernels, EveryTypeMatchesDequantizeThenMultiply) {
     for (int64_t c = 0; c < cols; ++c)
       ASSERT_EQ(row[static_cast<size_t>(c)], W[static_cast<size_t>((rows - 1) * cols + c)]);
   }
+}
+
+// matvec's fused row dots (row_dot.hpp): widths that leave every kind of tail (one value, a
+// partial 8-lane step, an odd number of 32-value blocks, one K-quant super-block) and rows at
+// both signs of large inputs, against dequantize-then-multiply in double; accumulate adds.
+TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
+  struct Case {
+    GgmlType t;
+    std::vector<int64_t> widths;
+  };
+  const std::vector<Case> cases = {
+      {GgmlType::F16, {1, 7, 8, 9, 31, 32, 40, 45, 300}},
+      {GgmlType::BF16, {1, 7, 8, 9, 31, 32, 40, 45, 300}},
+      {GgmlType::Q8_0, {32, 64, 96, 160}},
+      {GgmlType::Q4_0, {32, 64, 96, 160}},
+      {GgmlType::Q4_K, {256, 512, 768}},
+      {GgmlType::Q6_K, {256, 512, 768}},
+  };
+  const int64_t rows = 19;
+  for (const Case& c : cases) {
+    if (!vq::kernels::detail::has_row_dot(c.t)) {
+      GTEST_SKIP() << "no fused row dots in this build (needs AVX2, FMA and F16C)";
+    }
+    for (int64_t cols : c.widths) {
+      const vqtest::Bytes data =
+          vqtest::random_stored(c.t, rows * cols, 40 + static_cast<uint64_t>(cols));
+      const WeightMatrix w{c.t, data.data(), rows, cols};
+      std::vector<float> W(static_cast<size_t>(rows * cols));
+      vq::ggml_dequantize(c.t, data.data(), W.data(), rows * cols);
+      std::vector<float> X = randn(cols, 7 + static_cast<uint64_t>(cols));
+      for (float& v : X) v *= 100.0f;
+      std::vector<double> want, mag;
+      expected(W, X, rows, cols, 1, want, mag);
+      std::vector<float> y(static_cast<size_t>(rows));
+      vq::kernels::matvec(w, X.data(), y.data());
+      expect_close(y.data(), want, mag, ("fused matvec, cols " + std::to_string(cols)).c_str(),
+                   c.t);
+      std::vector<float> part(5, 0.5f);  // rows [3, 8) added to 0.5
+      vq::kernels::detail::dot_rows(w, X.data(), 3, 8, part.data(), true);
+      for (int64_t r = 0; r < 5; ++r)
+        ASSERT_NEAR(part[static_cast<size_t>(r)], 0.5 + want[static_cast<size_t>(r + 3)],
+                    2e-6 * (mag[static_cast<size_t>(r + 3)] + 0.5))
+            << vq::ggml_type_name(static_cast<uint32_t>(c.t)) << " cols " << cols;
+    }
+  }
+  EXPECT_FALSE(vq::kernels::detail::has_row_dot(GgmlType::Q5_K));  // takes the tiled path
 }
 
 TEST(Kernels, Fp32FastPathIsThePlainEigenProduct) {
