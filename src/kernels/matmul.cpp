@@ -165,8 +165,13 @@ void matvec(const WeightMatrix& w, const float* x, float* y, bool accumulate) {
     return;
   }
   if (detail::has_row_dot(w.type)) {  // fused: each row read once, expanded in registers
+    // Prepared once by the calling thread, read by every piece while it waits for them.
+    // (A pointer: a thread_local named inside the lambda would be each worker's own.)
+    thread_local detail::RowDotInput caller_input;
+    const detail::RowDotInput* in = &caller_input;
+    detail::prepare_row_dot_input(w.type, x, w.cols, caller_input);
     for_row_pieces(w.rows, kMatvecUnit, w.cols, [&](int64_t p0, int64_t p1) {
-      detail::dot_rows(w, x, p0, p1, y + p0, accumulate);
+      detail::dot_rows(w, *in, p0, p1, y + p0, accumulate);
     });
     return;
   }

@@ -1,7 +1,9 @@
 // Fused row dot products (see row_dot.hpp). Block layouts: src/formats/ggml_types.cpp.
 #include "kernels/row_dot.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "formats/bf16.hpp"
 #include "veloxquant/errors.hpp"
@@ -51,7 +53,9 @@ inline __m256 wide8(const uint8_t* p) {
   }
 }
 template <bool kBf16>
-float dot_16bit(const uint8_t* w, const float* x, int64_t n) {
+float dot_16bit(const uint8_t* w, const RowDotInput& in) {
+  const float* x = in.x;
+  const int64_t n = in.cols;
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -69,64 +73,70 @@ float dot_16bit(const uint8_t* w, const float* x, int64_t n) {
   return s;
 }
 
-// Q8_0 (34 B per 32 values): the block's 32 products summed, then scaled by d into one of two
-// accumulators (even / odd blocks).
-inline __m256 q8_0_block(const uint8_t* b, const float* x) {
-  const auto q = [&](int j) {
-    return _mm256_cvtepi32_ps(
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 2 + 8 * j))));
-  };
-  __m256 p0 = _mm256_mul_ps(q(0), ld(x));
-  __m256 p1 = _mm256_mul_ps(q(1), ld(x + 8));
-  p0 = _mm256_fmadd_ps(q(2), ld(x + 16), p0);
-  p1 = _mm256_fmadd_ps(q(3), ld(x + 24), p1);
-  return _mm256_add_ps(p0, p1);
+// The block-quantized types multiply integers: the input's 32-value block b is held as int16
+// q (|q| <= 32767) with x ~= scale[b] * q, and a weight block's integer codes meet q in
+// _mm256_madd_epi16 (pairs of int16 products summed into int32 lanes). Every lane sum stays
+// below 2^24 (at most 4 products of |code| <= 128 and |q| <= 32767), so the integer sums are exact,
+// and so is their conversion to float; the only rounding beyond fp32 summation is q's (at most
+// half of scale[b] per input value).
+inline __m256i ld16(const int16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
-float dot_q8_0(const uint8_t* w, const float* x, int64_t n) {
-  const int64_t nb = n / 32;
+inline __m128i ld128(const uint8_t* p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+inline __m256i ld256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+// Sum over a 32-value block of signed 8-bit codes c (two halves of 16) times the block's q.
+inline __m256i isum32(__m128i c_lo, __m128i c_hi, const int16_t* q) {
+  return _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(c_lo), ld16(q)),
+                          _mm256_madd_epi16(_mm256_cvtepi8_epi16(c_hi), ld16(q + 16)));
+}
+
+// Q8_0 (34 B per 32 values): one exact integer block sum, scaled by d * scale[b] into one of two
+// accumulators (even / odd blocks).
+float dot_q8_0(const uint8_t* w, const RowDotInput& in) {
+  const int64_t nb = in.cols / 32;
+  const int16_t* q = in.q.data();
+  const float* xs = in.scale.data();
+  const auto block = [&](int64_t b, __m256 acc) {
+    const uint8_t* p = w + 34 * b;
+    const __m256i s = isum32(ld128(p + 2), ld128(p + 18), q + 32 * b);
+    return _mm256_fmadd_ps(_mm256_set1_ps(half_at(p) * xs[b]), _mm256_cvtepi32_ps(s), acc);
+  };
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(half_at(w + 34 * b)), q8_0_block(w + 34 * b, x + 32 * b),
-                         a0);
-    a1 = _mm256_fmadd_ps(_mm256_set1_ps(half_at(w + 34 * (b + 1))),
-                         q8_0_block(w + 34 * (b + 1), x + 32 * (b + 1)), a1);
+    a0 = block(b, a0);
+    a1 = block(b + 1, a1);
   }
-  if (b < nb)
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(half_at(w + 34 * b)), q8_0_block(w + 34 * b, x + 32 * b),
-                         a0);
+  if (b < nb) a0 = block(b, a0);
   return hsum(_mm256_add_ps(a0, a1));
 }
 
-// Q4_0 (18 B per 32 values): byte j's low nibble is value j, its high nibble value j + 16.
-inline __m256 q4_0_block(const uint8_t* b, const float* x) {
-  const __m256i lo_mask = _mm256_set1_epi32(0x0F), eight = _mm256_set1_epi32(8);
-  const __m256i q0 = u8x8(b + 2), q1 = u8x8(b + 10);
-  const auto lo = [&](__m256i q) {
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(q, lo_mask), eight));
+// Q4_0 (18 B per 32 values): byte j's low nibble is value j, its high nibble value j + 16,
+// each minus 8.
+float dot_q4_0(const uint8_t* w, const RowDotInput& in) {
+  const int64_t nb = in.cols / 32;
+  const int16_t* q = in.q.data();
+  const float* xs = in.scale.data();
+  const __m128i m4 = _mm_set1_epi8(0x0F), k8 = _mm_set1_epi8(8);
+  const auto block = [&](int64_t b, __m256 acc) {
+    const uint8_t* p = w + 18 * b;
+    const __m128i raw = ld128(p + 2);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), k8);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), k8);
+    const __m256i s = isum32(lo, hi, q + 32 * b);
+    return _mm256_fmadd_ps(_mm256_set1_ps(half_at(p) * xs[b]), _mm256_cvtepi32_ps(s), acc);
   };
-  const auto hi = [&](__m256i q) {
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight));
-  };
-  __m256 p0 = _mm256_mul_ps(lo(q0), ld(x));
-  __m256 p1 = _mm256_mul_ps(lo(q1), ld(x + 8));
-  p0 = _mm256_fmadd_ps(hi(q0), ld(x + 16), p0);
-  p1 = _mm256_fmadd_ps(hi(q1), ld(x + 24), p1);
-  return _mm256_add_ps(p0, p1);
-}
-float dot_q4_0(const uint8_t* w, const float* x, int64_t n) {
-  const int64_t nb = n / 32;
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(half_at(w + 18 * b)), q4_0_block(w + 18 * b, x + 32 * b),
-                         a0);
-    a1 = _mm256_fmadd_ps(_mm256_set1_ps(half_at(w + 18 * (b + 1))),
-                         q4_0_block(w + 18 * (b + 1), x + 32 * (b + 1)), a1);
+    a0 = block(b, a0);
+    a1 = block(b + 1, a1);
   }
-  if (b < nb)
-    a0 = _mm256_fmadd_ps(_mm256_set1_ps(half_at(w + 18 * b)), q4_0_block(w + 18 * b, x + 32 * b),
-                         a0);
+  if (b < nb) a0 = block(b, a0);
   return hsum(_mm256_add_ps(a0, a1));
 }
 
@@ -142,80 +152,95 @@ inline void k_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
 }
 
 // Q4_K (144 B per 256 values). Chunk c (32 bytes) holds sub-block 2c in its low nibbles and
-// 2c + 1 in its high nibbles; weight = (d * sc) * q - dmin * mn, expanded 8 at a time and
-// multiplied into four accumulators (low / high nibbles x even / odd 8-byte step).
-float dot_q4_k(const uint8_t* w, const float* x, int64_t n) {
-  const __m256i lo_mask = _mm256_set1_epi32(0x0F);
+// 2c + 1 in its high nibbles; weight = (d * sc) * code - dmin * mn. Per 32-value sub-block s
+// (input block i): d * sc * scale[i] * sum(code * q) into a vector accumulator, and the min term
+// dmin * mn * scale[i] * sum(q) into a scalar subtracted at the end.
+float dot_q4_k(const uint8_t* w, const RowDotInput& in) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const int16_t* q = in.q.data();
+  const float* xs = in.scale.data();
+  const int32_t* qs = in.qsum.data();
   __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                  _mm256_setzero_ps()};
-  for (int64_t sb = 0; sb < n / 256; ++sb) {
+  float mins = 0.0f;
+  for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
     const uint8_t* b = w + 144 * sb;
-    const float* xs = x + 256 * sb;
     const float d = half_at(b), dmin = half_at(b + 2);
-    const uint8_t* q = b + 16;
+    float m = 0.0f;
     for (int c = 0; c < 4; ++c) {
-      int sc0, mn0, sc1, mn1;
-      k_scale_min(b + 4, 2 * c, sc0, mn0);
-      k_scale_min(b + 4, 2 * c + 1, sc1, mn1);
-      const __m256 d0 = _mm256_set1_ps(d * static_cast<float>(sc0));
-      const __m256 m0 = _mm256_set1_ps(dmin * static_cast<float>(mn0));
-      const __m256 d1 = _mm256_set1_ps(d * static_cast<float>(sc1));
-      const __m256 m1 = _mm256_set1_ps(dmin * static_cast<float>(mn1));
-      for (int h = 0; h < 4; ++h) {
-        const __m256i bytes = u8x8(q + 32 * c + 8 * h);
-        const __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, lo_mask));
-        const __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
-        const int k = (h & 1) * 2;
-        a[k] = _mm256_fmadd_ps(_mm256_fmsub_ps(d0, lo, m0), ld(xs + 64 * c + 8 * h), a[k]);
-        a[k + 1] =
-            _mm256_fmadd_ps(_mm256_fmsub_ps(d1, hi, m1), ld(xs + 64 * c + 32 + 8 * h), a[k + 1]);
+      const __m256i raw = ld256(b + 16 + 32 * c);
+      const __m256i lo = _mm256_and_si256(raw, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i codes = h == 0 ? lo : hi;
+        const int s = 2 * c + h;
+        const int64_t i = 8 * sb + s;
+        int sc, mn;
+        k_scale_min(b + 4, s, sc, mn);
+        const int16_t* qi = q + 32 * i;
+        const __m256i sum = _mm256_add_epi32(
+            _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(codes)), ld16(qi)),
+            _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(codes, 1)),
+                              ld16(qi + 16)));
+        const int k = (c & 1) * 2 + h;
+        a[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc) * xs[i]),
+                               _mm256_cvtepi32_ps(sum), a[k]);
+        m += static_cast<float>(mn) * xs[i] * static_cast<float>(qs[i]);
       }
     }
+    mins += dmin * m;
   }
-  return hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+  return hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]))) - mins;
 }
 
 // Q6_K (210 B per 256 values): two halves of 128; in each, for l < 32, values l, l + 32, l + 64,
 // l + 96 take 4 low bits from ql[l], ql[l + 32] (low, low, high, high nibble) and 2 high bits
 // from qh[l] (bits 0-1, 2-3, 4-5, 6-7), minus 32, times d * the int8 scale of the value's
-// 16-value group. The weight d * sc * v is formed as in the scalar decoder.
-float dot_q6_k(const uint8_t* w, const float* x, int64_t n) {
-  const __m256i m4 = _mm256_set1_epi32(0x0F), m2 = _mm256_set1_epi32(3),
-                k32 = _mm256_set1_epi32(32);
+// 16-value group. All 32 l at once with byte operations; each 16-value group's exact integer
+// sum is scaled by d * sc * scale[i] into one of four accumulators.
+float dot_q6_k(const uint8_t* w, const RowDotInput& in) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30),
+                k32 = _mm256_set1_epi8(32);
+  const int16_t* q = in.q.data();
+  const float* xs = in.scale.data();
   __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                  _mm256_setzero_ps()};
-  for (int64_t sb = 0; sb < n / 256; ++sb) {
+  for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
     const uint8_t* b = w + 210 * sb;
     const float d = half_at(b + 208);
     for (int hf = 0; hf < 2; ++hf) {
       const uint8_t* ql = b + 64 * hf;
-      const uint8_t* qh = b + 128 + 32 * hf;
+      const __m256i la = ld256(ql), lb = ld256(ql + 32), hb = ld256(b + 128 + 32 * hf);
       const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * hf);
-      const float* xs = x + 256 * sb + 128 * hf;
-      for (int l = 0; l < 32; l += 8) {
-        const int g = l / 16;
-        const __m256i la = u8x8(ql + l), lb = u8x8(ql + l + 32), hb = u8x8(qh + l);
-        const auto val = [&](__m256i low4, int shift) {
-          const __m256i top = _mm256_and_si256(_mm256_srli_epi32(hb, shift), m2);
-          return _mm256_cvtepi32_ps(
-              _mm256_sub_epi32(_mm256_or_si256(low4, _mm256_slli_epi32(top, 4)), k32));
-        };
-        const __m256 v0 = val(_mm256_and_si256(la, m4), 0);
-        const __m256 v1 = val(_mm256_and_si256(lb, m4), 2);
-        const __m256 v2 = val(_mm256_srli_epi32(la, 4), 4);
-        const __m256 v3 = val(_mm256_srli_epi32(lb, 4), 6);
-        const auto scale = [&](int j) { return _mm256_set1_ps(d * static_cast<float>(sc[g + j])); };
-        a[0] = _mm256_fmadd_ps(_mm256_mul_ps(scale(0), v0), ld(xs + l), a[0]);
-        a[1] = _mm256_fmadd_ps(_mm256_mul_ps(scale(2), v1), ld(xs + l + 32), a[1]);
-        a[2] = _mm256_fmadd_ps(_mm256_mul_ps(scale(4), v2), ld(xs + l + 64), a[2]);
-        a[3] = _mm256_fmadd_ps(_mm256_mul_ps(scale(6), v3), ld(xs + l + 96), a[3]);
+      __m256i v[4];
+      v[0] = _mm256_or_si256(_mm256_and_si256(la, m4),
+                             _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+      v[1] = _mm256_or_si256(_mm256_and_si256(lb, m4),
+                             _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+      v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
+                             _mm256_and_si256(hb, m30));
+      v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                             _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+      for (int j = 0; j < 4; ++j) {
+        const __m256i c = _mm256_sub_epi8(v[j], k32);  // values 32j .. 32j + 31 of the half
+        const int64_t i = 8 * sb + 4 * hf + j;
+        const int16_t* qi = q + 32 * i;
+        const __m256i s0 =
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(c)), ld16(qi));
+        const __m256i s1 =
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(c, 1)), ld16(qi + 16));
+        const float dx = d * xs[i];
+        a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j])),
+                               _mm256_cvtepi32_ps(s0), a[j]);
+        a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j + 1])),
+                               _mm256_cvtepi32_ps(s1), a[j]);
       }
     }
   }
   return hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
 }
 
-using DotFn = float (*)(const uint8_t*, const float*, int64_t);
+using DotFn = float (*)(const uint8_t*, const RowDotInput&);
 
 DotFn dot_for(GgmlType t) {
   switch (t) {
@@ -242,14 +267,18 @@ bool has_row_dot(GgmlType t) {
   return dot_for(t) != nullptr;
 }
 
-void dot_rows(const WeightMatrix& w, const float* x, int64_t r0, int64_t r1, float* y,
+void dot_rows(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r1, float* y,
               bool accumulate) {
   const DotFn fn = dot_for(w.type);
   VQ_CHECK(fn != nullptr, InvalidArgument, "kernels: no fused row dot for ",
            ggml_type_name(static_cast<uint32_t>(w.type)));
+  VQ_CHECK(in.type == w.type && in.cols == w.cols, InvalidArgument,
+           "kernels: row-dot input prepared for ", ggml_type_name(static_cast<uint32_t>(in.type)),
+           " x ", in.cols, ", used with ", ggml_type_name(static_cast<uint32_t>(w.type)), " x ",
+           w.cols);
   const uint64_t rb = w.row_bytes();
   for (int64_t r = r0; r < r1; ++r) {
-    const float v = fn(w.data + static_cast<uint64_t>(r) * rb, x, w.cols);
+    const float v = fn(w.data + static_cast<uint64_t>(r) * rb, in);
     y[r - r0] = accumulate ? y[r - r0] + v : v;
   }
 }
@@ -260,11 +289,61 @@ bool has_row_dot(GgmlType) {
   return false;
 }
 
-void dot_rows(const WeightMatrix& w, const float*, int64_t, int64_t, float*, bool) {
+void dot_rows(const WeightMatrix& w, const RowDotInput&, int64_t, int64_t, float*, bool) {
   VQ_THROW(InvalidArgument, "kernels: no fused row dot for ",
            ggml_type_name(static_cast<uint32_t>(w.type)), " in this build");
 }
 
 #endif
+
+bool row_dot_rounds_input(GgmlType t) {
+  if (!has_row_dot(t)) return false;
+  return t != GgmlType::F16 && t != GgmlType::BF16;
+}
+
+void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput& in) {
+  in.type = t;
+  in.x = x;
+  in.cols = cols;
+  if (!row_dot_rounds_input(t)) return;
+  VQ_CHECK(cols % 32 == 0, InvalidArgument, "kernels: row-dot input of ", cols,
+           " values is not a whole number of 32-value blocks");
+  const int64_t nb = cols / 32;
+  in.q.resize(static_cast<size_t>(cols));
+  in.scale.resize(static_cast<size_t>(nb));
+  in.qsum.resize(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + 32 * b;
+    int16_t* qb = in.q.data() + 32 * b;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int i = 0; i < 32; ++i) {
+      finite = finite && std::isfinite(xb[i]);
+      amax = std::fabs(xb[i]) > amax ? std::fabs(xb[i]) : amax;
+    }
+    int32_t sum = 0;
+    if (!finite || amax == 0.0f) {  // a non-finite input makes the block's products NaN
+      for (int i = 0; i < 32; ++i) qb[i] = 0;
+      in.scale[static_cast<size_t>(b)] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    } else {
+      const float inv = kInputLevels / amax;
+      for (int i = 0; i < 32; ++i) {
+        const float r = std::nearbyint(xb[i] * inv);
+        const float c = r > kInputLevels ? kInputLevels : (r < -kInputLevels ? -kInputLevels : r);
+        qb[i] = static_cast<int16_t>(c);
+        sum += qb[i];
+      }
+      in.scale[static_cast<size_t>(b)] = amax / kInputLevels;
+    }
+    in.qsum[static_cast<size_t>(b)] = sum;
+  }
+}
+
+void dot_rows(const WeightMatrix& w, const float* x, int64_t r0, int64_t r1, float* y,
+              bool accumulate) {
+  RowDotInput in;
+  prepare_row_dot_input(w.type, x, w.cols, in);
+  dot_rows(w, in, r0, r1, y, accumulate);
+}
 
 }  // namespace vq::kernels::detail

@@ -4,11 +4,17 @@
 // the loop that has to run at memory bandwidth.
 //
 // Types: F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K with AVX2 + FMA + F16C; any other type or build uses
-// the tiled path in matmul.cpp. Each row's arithmetic (lanes, accumulators, summation order) is
+// the tiled path in matmul.cpp. The block-quantized types (Q8_0, Q4_0, Q4_K, Q6_K) multiply
+// integers: the input is first rounded, per 32-value block, to int16 levels of that block's
+// largest magnitude (prepare_row_dot_input, once per product), and each weight block's codes
+// meet those levels in exact int32 sums. The input rounding, at most amax / 65534 per value, is
+// the only error beyond fp32 summation (F16 / BF16 rows multiply the fp32 input as it is).
+// Each row's arithmetic (lanes, accumulators, summation order) is
 // fixed by the row alone, so results do not depend on how rows are split across threads.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "veloxquant/weight_matrix.hpp"
 
@@ -17,8 +23,30 @@ namespace vq::kernels::detail {
 /// Whether dot_rows has a fused kernel for type t in this build.
 bool has_row_dot(GgmlType t);
 
+/// Input levels per sign of the rounded input: x ~= scale * q with |q| <= kInputLevels.
+inline constexpr float kInputLevels = 32767.0f;
+
+/// Whether dot_rows rounds the input for type t (see above): error per value <= scale / 2.
+bool row_dot_rounds_input(GgmlType t);
+
+/// The input of one product, prepared once and shared by every row (and thread).
+struct RowDotInput {
+  GgmlType type = GgmlType::F32;
+  const float* x = nullptr;  ///< the fp32 input (read by F16 / BF16 rows)
+  int64_t cols = 0;
+  std::vector<int16_t> q;     ///< [cols] rounded levels (rounding types only)
+  std::vector<float> scale;   ///< [cols / 32] x ~= scale * q; NaN for a block with inf / NaN
+  std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's q (Q4_K's min term)
+};
+
+/// Fills `in` for products of x (cols values) with rows of type t; reuses its buffers.
+void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput& in);
+
 /// For rows r in [r0, r1): y[r - r0] = dot(W row r, x), or y[r - r0] += that dot when
-/// accumulate. Requires has_row_dot(w.type).
+/// accumulate. Requires has_row_dot(w.type) and `in` prepared for (w.type, w.cols).
+void dot_rows(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r1, float* y,
+              bool accumulate);
+/// The same, preparing the input itself.
 void dot_rows(const WeightMatrix& w, const float* x, int64_t r0, int64_t r1, float* y,
               bool accumulate);
 

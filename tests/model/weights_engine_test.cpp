@@ -16,6 +16,7 @@
 #include <fstream>
 
 #include "formats/quant_blocks.hpp"
+#include "kernels/row_dot.hpp"
 #include "model_test_util.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
@@ -335,7 +336,10 @@ TEST(WeightsEngine, TinyModelsMatchNumpy) {
     const double err_prefill =
         rel_err(run(m, tokens, "full"), numpy_logits(path, tokens, true, t.name + "_fp16"));
     std::printf("%-26s step %.2e  prefill %.2e\n", t.name.c_str(), err, err_prefill);
-    EXPECT_LE(err, 1e-4);
+    // Decode's products with block-quantized weights round their input to int16 levels per
+    // 32-value block (kernels/row_dot.hpp: at most 2^-16 of the block's largest magnitude per
+    // value); through the layers that measured 0.7e-4 to 1.4e-4 on these models.
+    EXPECT_LE(err, vq::kernels::detail::row_dot_rounds_input(t.type) ? 5e-4 : 1e-4);
     EXPECT_LE(err_prefill, 1e-3);
     std::error_code ec;
     fs::remove_all(path, ec);
@@ -399,7 +403,10 @@ TEST(WeightsEngine, SlidingWindowMatchesNumpy) {
     const double err = rel_err(got, ref);
     const double err_prefill = rel_err(chunks(m), numpy_logits(path, tokens, true, t.name + "_h"));
     std::printf("%-26s step %.2e  prefill %.2e\n", t.name.c_str(), err, err_prefill);
-    EXPECT_LE(err, 1e-4);
+    // Decode's products with block-quantized weights round their input to int16 levels per
+    // 32-value block (kernels/row_dot.hpp: at most 2^-16 of the block's largest magnitude per
+    // value); through the layers that measured 0.7e-4 to 1.4e-4 on these models.
+    EXPECT_LE(err, vq::kernels::detail::row_dot_rounds_input(t.type) ? 5e-4 : 1e-4);
     EXPECT_LE(err_prefill, 1e-3);
     // The window changes the logits once the sequence is longer than it (and not before).
     const vq::Model m_none = vq::Model::open(none_path);
