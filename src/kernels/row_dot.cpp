@@ -34,51 +34,9 @@ inline uint16_t rd16(const uint8_t* p) {
 inline float half_at(const uint8_t* p) {
   return _cvtsh_ss(rd16(p));
 }
-// 8 bytes at p, zero-extended to 8 int32 lanes.
-inline __m256i u8x8(const uint8_t* p) {
-  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-}
 inline __m256 ld(const float* p) {
   return _mm256_loadu_ps(p);
 }
-
-// F16 / BF16: 8 values per 16 bytes; four accumulators over 32 values per step.
-template <bool kBf16>
-inline __m256 wide8(const uint8_t* p) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if constexpr (kBf16) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  } else {
-    return _mm256_cvtph_ps(h);
-  }
-}
-template <bool kBf16>
-float dot_16bit(const uint8_t* w, const RowDotInput& in) {
-  const float* x = in.x;
-  const int64_t n = in.cols;
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_fmadd_ps(wide8<kBf16>(w + 2 * i), ld(x + i), a0);
-    a1 = _mm256_fmadd_ps(wide8<kBf16>(w + 2 * i + 16), ld(x + i + 8), a1);
-    a2 = _mm256_fmadd_ps(wide8<kBf16>(w + 2 * i + 32), ld(x + i + 16), a2);
-    a3 = _mm256_fmadd_ps(wide8<kBf16>(w + 2 * i + 48), ld(x + i + 24), a3);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(wide8<kBf16>(w + 2 * i), ld(x + i), a0);
-  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  for (; i < n; ++i) {
-    const uint16_t h = rd16(w + 2 * i);
-    s += (kBf16 ? formats::bf16_bits_to_float(h) : _cvtsh_ss(h)) * x[i];
-  }
-  return s;
-}
-
-// The block-quantized types multiply integers: the input's 32-value block b is held as int16
-// q (|q| <= 32767) with x ~= scale[b] * q, and a weight block's integer codes meet q in
-// _mm256_madd_epi16 (pairs of int16 products summed into int32 lanes). Every lane sum stays
-// below 2^24 (at most 4 products of |code| <= 128 and |q| <= 32767), so the integer sums are exact,
-// and so is their conversion to float; the only rounding beyond fp32 summation is q's (at most
-// half of scale[b] per input value).
 inline __m256i ld16(const int16_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
@@ -88,57 +46,161 @@ inline __m128i ld128(const uint8_t* p) {
 inline __m256i ld256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
-// Sum over a 32-value block of signed 8-bit codes c (two halves of 16) times the block's q.
-inline __m256i isum32(__m128i c_lo, __m128i c_hi, const int16_t* q) {
-  return _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(c_lo), ld16(q)),
-                          _mm256_madd_epi16(_mm256_cvtepi8_epi16(c_hi), ld16(q + 16)));
+
+// Every kernel is written for R rows at once (K::run<R>: the rows would share each load of the
+// input), each row with its own accumulators and exactly the operations of run<1>, so a row's
+// result does not depend on its group. Measured on 16384 x 8192 matrices (one thread, this
+// machine), groups were slower: Q8_0 5.1 ms at R = 1, 11.3 ms at R = 2, 8.8 ms at R = 4; F16 and
+// BF16 12.6 / 13.5 ms at R = 1, 14.3 / 15.1 ms at R = 2. So kRows is 1 for every type; the
+// template stays for the next machine to measure.
+
+// F16: 8 values per 16 bytes widened by F16C; four accumulators over 32 values per step.
+inline __m256 half8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+struct F16Rows {
+  static constexpr int kRows = 1;
+  template <int R>
+  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
+    const float* x = in.x;
+    const int64_t n = in.cols;
+    __m256 a[R][4];
+    for (auto& ar : a)
+      for (auto& v : ar) v = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m256 x0 = ld(x + i), x1 = ld(x + i + 8), x2 = ld(x + i + 16), x3 = ld(x + i + 24);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = w + r * rb + 2 * i;
+        a[r][0] = _mm256_fmadd_ps(half8(p), x0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(half8(p + 16), x1, a[r][1]);
+        a[r][2] = _mm256_fmadd_ps(half8(p + 32), x2, a[r][2]);
+        a[r][3] = _mm256_fmadd_ps(half8(p + 48), x3, a[r][3]);
+      }
+    }
+    for (; i + 8 <= n; i += 8)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        a[r][0] = _mm256_fmadd_ps(half8(w + r * rb + 2 * i), ld(x + i), a[r][0]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float s =
+          hsum(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3])));
+      for (int64_t j = i; j < n; ++j) s += _cvtsh_ss(rd16(w + r * rb + 2 * j)) * x[j];
+      out[r] = s;
+    }
+  }
+};
+
+// BF16 without widening: a 32-bit lane of 16 weights' bytes holds weights 2i (low half) and
+// 2i + 1 (high half); shifting left by 16 gives the first as a float, masking the low half the
+// second. The input is de-interleaved once per product to match (RowDotInput::split: per 16
+// values, the 8 even then the 8 odd ones). Four accumulators over 32 values per step.
+struct Bf16Rows {
+  static constexpr int kRows = 1;
+  template <int R>
+  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
+    const int64_t n = in.cols, chunks = n / 16;
+    const float* xs = in.split.data();
+    const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    const auto even = [](__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); };
+    const auto odd = [&](__m256i v) { return _mm256_castsi256_ps(_mm256_and_si256(v, hi_mask)); };
+    __m256 a[R][4];
+    for (auto& ar : a)
+      for (auto& v : ar) v = _mm256_setzero_ps();
+    int64_t c = 0;
+    for (; c + 2 <= chunks; c += 2) {
+      const __m256 x0 = ld(xs + 16 * c), x1 = ld(xs + 16 * c + 8), x2 = ld(xs + 16 * c + 16),
+                   x3 = ld(xs + 16 * c + 24);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* p = w + r * rb + 32 * c;
+        const __m256i v0 = ld256(p), v1 = ld256(p + 32);
+        a[r][0] = _mm256_fmadd_ps(even(v0), x0, a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(odd(v0), x1, a[r][1]);
+        a[r][2] = _mm256_fmadd_ps(even(v1), x2, a[r][2]);
+        a[r][3] = _mm256_fmadd_ps(odd(v1), x3, a[r][3]);
+      }
+    }
+    if (c < chunks)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i v0 = ld256(w + r * rb + 32 * c);
+        a[r][0] = _mm256_fmadd_ps(even(v0), ld(xs + 16 * c), a[r][0]);
+        a[r][1] = _mm256_fmadd_ps(odd(v0), ld(xs + 16 * c + 8), a[r][1]);
+      }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float s =
+          hsum(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3])));
+      for (int64_t i = 16 * chunks; i < n; ++i)
+        s += formats::bf16_bits_to_float(rd16(w + r * rb + 2 * i)) * in.x[i];
+      out[r] = s;
+    }
+  }
+};
+
+// The block-quantized types multiply integers: the input's 32-value block b is held as int16
+// q (|q| <= 32767) with x ~= scale[b] * q, and a weight block's integer codes meet q in
+// _mm256_madd_epi16 (pairs of int16 products summed into int32 lanes). Every lane sum stays
+// below 2^24 (at most 4 products of |code| <= 128 and |q| <= 32767), so the integer sums are
+// exact, and so is their conversion to float; the only rounding beyond fp32 summation is q's (at
+// most half of scale[b] per input value).
+inline __m256i madd8(__m128i codes, __m256i q) {  // 16 signed 8-bit codes times 16 levels
+  return _mm256_madd_epi16(_mm256_cvtepi8_epi16(codes), q);
 }
 
 // Q8_0 (34 B per 32 values): one exact integer block sum, scaled by d * scale[b] into one of two
 // accumulators (even / odd blocks).
-float dot_q8_0(const uint8_t* w, const RowDotInput& in) {
-  const int64_t nb = in.cols / 32;
-  const int16_t* q = in.q.data();
-  const float* xs = in.scale.data();
-  const auto block = [&](int64_t b, __m256 acc) {
-    const uint8_t* p = w + 34 * b;
-    const __m256i s = isum32(ld128(p + 2), ld128(p + 18), q + 32 * b);
-    return _mm256_fmadd_ps(_mm256_set1_ps(half_at(p) * xs[b]), _mm256_cvtepi32_ps(s), acc);
-  };
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    a0 = block(b, a0);
-    a1 = block(b + 1, a1);
-  }
-  if (b < nb) a0 = block(b, a0);
-  return hsum(_mm256_add_ps(a0, a1));
-}
-
 // Q4_0 (18 B per 32 values): byte j's low nibble is value j, its high nibble value j + 16,
-// each minus 8.
-float dot_q4_0(const uint8_t* w, const RowDotInput& in) {
-  const int64_t nb = in.cols / 32;
-  const int16_t* q = in.q.data();
-  const float* xs = in.scale.data();
-  const __m128i m4 = _mm_set1_epi8(0x0F), k8 = _mm_set1_epi8(8);
-  const auto block = [&](int64_t b, __m256 acc) {
-    const uint8_t* p = w + 18 * b;
-    const __m128i raw = ld128(p + 2);
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), k8);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), k8);
-    const __m256i s = isum32(lo, hi, q + 32 * b);
-    return _mm256_fmadd_ps(_mm256_set1_ps(half_at(p) * xs[b]), _mm256_cvtepi32_ps(s), acc);
-  };
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    a0 = block(b, a0);
-    a1 = block(b + 1, a1);
+// each minus 8; otherwise as Q8_0.
+template <bool kQ4>
+struct Block32Rows {
+  static constexpr int kRows = 1;
+  static constexpr int64_t kBytes = kQ4 ? 18 : 34;
+  // The block's exact integer sum against levels x0 (values 0-15) and x1 (16-31).
+  static __m256i isum(const uint8_t* p, __m256i x0, __m256i x1) {
+    if constexpr (kQ4) {
+      const __m128i m4 = _mm_set1_epi8(0x0F), k8 = _mm_set1_epi8(8);
+      const __m128i raw = ld128(p + 2);
+      const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), k8);
+      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), k8);
+      return _mm256_add_epi32(madd8(lo, x0), madd8(hi, x1));
+    } else {
+      return _mm256_add_epi32(madd8(ld128(p + 2), x0), madd8(ld128(p + 18), x1));
+    }
   }
-  if (b < nb) a0 = block(b, a0);
-  return hsum(_mm256_add_ps(a0, a1));
-}
+  template <int R>
+  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
+    const int64_t nb = in.cols / 32;
+    const int16_t* q = in.q.data();
+    const float* xs = in.scale.data();
+    __m256 a[R][2];
+    for (auto& ar : a) ar[0] = ar[1] = _mm256_setzero_ps();
+    const auto block = [&](const uint8_t* row, int64_t b, __m256i x0, __m256i x1, __m256 acc) {
+      const uint8_t* p = row + kBytes * b;
+      return _mm256_fmadd_ps(_mm256_set1_ps(half_at(p) * xs[b]),
+                             _mm256_cvtepi32_ps(isum(p, x0, x1)), acc);
+    };
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      const __m256i x0 = ld16(q + 32 * b), x1 = ld16(q + 32 * b + 16), x2 = ld16(q + 32 * b + 32),
+                    x3 = ld16(q + 32 * b + 48);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        a[r][0] = block(w + r * rb, b, x0, x1, a[r][0]);
+        a[r][1] = block(w + r * rb, b + 1, x2, x3, a[r][1]);
+      }
+    }
+    if (b < nb)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        a[r][0] = block(w + r * rb, b, ld16(q + 32 * b), ld16(q + 32 * b + 16), a[r][0]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(a[r][0], a[r][1]));
+  }
+};
 
 // The 6-bit scale and min of sub-block s of a Q4_K super-block's 12 packed bytes.
 inline void k_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
@@ -154,108 +216,163 @@ inline void k_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
 // Q4_K (144 B per 256 values). Chunk c (32 bytes) holds sub-block 2c in its low nibbles and
 // 2c + 1 in its high nibbles; weight = (d * sc) * code - dmin * mn. Per 32-value sub-block s
 // (input block i): d * sc * scale[i] * sum(code * q) into a vector accumulator, and the min term
-// dmin * mn * scale[i] * sum(q) into a scalar subtracted at the end.
-float dot_q4_k(const uint8_t* w, const RowDotInput& in) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  const int16_t* q = in.q.data();
-  const float* xs = in.scale.data();
-  const int32_t* qs = in.qsum.data();
-  __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                 _mm256_setzero_ps()};
-  float mins = 0.0f;
-  for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
-    const uint8_t* b = w + 144 * sb;
-    const float d = half_at(b), dmin = half_at(b + 2);
-    float m = 0.0f;
-    for (int c = 0; c < 4; ++c) {
-      const __m256i raw = ld256(b + 16 + 32 * c);
-      const __m256i lo = _mm256_and_si256(raw, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-      for (int h = 0; h < 2; ++h) {
-        const __m256i codes = h == 0 ? lo : hi;
-        const int s = 2 * c + h;
-        const int64_t i = 8 * sb + s;
-        int sc, mn;
-        k_scale_min(b + 4, s, sc, mn);
-        const int16_t* qi = q + 32 * i;
-        const __m256i sum = _mm256_add_epi32(
-            _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(codes)), ld16(qi)),
-            _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(codes, 1)),
-                              ld16(qi + 16)));
-        const int k = (c & 1) * 2 + h;
-        a[k] = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc) * xs[i]),
-                               _mm256_cvtepi32_ps(sum), a[k]);
-        m += static_cast<float>(mn) * xs[i] * static_cast<float>(qs[i]);
+// mn * scale[i] * sum(q), summed over the super-block and times dmin, into a scalar subtracted at
+// the end.
+struct Q4KRows {
+  static constexpr int kRows = 1;
+  template <int R>
+  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int16_t* q = in.q.data();
+    const float* xs = in.scale.data();
+    const int32_t* qs = in.qsum.data();
+    __m256 a[R][4];
+    for (auto& ar : a)
+      for (auto& v : ar) v = _mm256_setzero_ps();
+    float mins[R] = {};
+    for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
+      float m[R] = {};
+#pragma GCC unroll 8
+      for (int c = 0; c < 4; ++c) {
+        const int16_t* qc = q + 32 * (8 * sb + 2 * c);
+        const __m256i xl0 = ld16(qc), xl1 = ld16(qc + 16), xh0 = ld16(qc + 32), xh1 = ld16(qc + 48);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* b = w + r * rb + 144 * sb;
+          const __m256i raw = ld256(b + 16 + 32 * c);
+          const __m256i codes[2] = {_mm256_and_si256(raw, m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
+          const float d = half_at(b);
+#pragma GCC unroll 8
+          for (int h = 0; h < 2; ++h) {
+            const int s = 2 * c + h;
+            const int64_t i = 8 * sb + s;
+            int sc, mn;
+            k_scale_min(b + 4, s, sc, mn);
+            const __m256i sum = _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(codes[h])),
+                                  h == 0 ? xl0 : xh0),
+                _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(codes[h], 1)),
+                                  h == 0 ? xl1 : xh1));
+            const int k = (c & 1) * 2 + h;
+            a[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(d * static_cast<float>(sc) * xs[i]),
+                                      _mm256_cvtepi32_ps(sum), a[r][k]);
+            const float mterm = static_cast<float>(mn) * xs[i] * static_cast<float>(qs[i]);
+            m[r] = m[r] + mterm;
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const float dm = half_at(w + r * rb + 144 * sb + 2) * m[r];
+        mins[r] = mins[r] + dm;
       }
     }
-    mins += dmin * m;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      out[r] =
+          hsum(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3]))) -
+          mins[r];
   }
-  return hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3]))) - mins;
-}
+};
 
 // Q6_K (210 B per 256 values): two halves of 128; in each, for l < 32, values l, l + 32, l + 64,
 // l + 96 take 4 low bits from ql[l], ql[l + 32] (low, low, high, high nibble) and 2 high bits
 // from qh[l] (bits 0-1, 2-3, 4-5, 6-7), minus 32, times d * the int8 scale of the value's
 // 16-value group. All 32 l at once with byte operations; each 16-value group's exact integer
 // sum is scaled by d * sc * scale[i] into one of four accumulators.
-float dot_q6_k(const uint8_t* w, const RowDotInput& in) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30),
-                k32 = _mm256_set1_epi8(32);
-  const int16_t* q = in.q.data();
-  const float* xs = in.scale.data();
-  __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                 _mm256_setzero_ps()};
-  for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
-    const uint8_t* b = w + 210 * sb;
-    const float d = half_at(b + 208);
-    for (int hf = 0; hf < 2; ++hf) {
-      const uint8_t* ql = b + 64 * hf;
-      const __m256i la = ld256(ql), lb = ld256(ql + 32), hb = ld256(b + 128 + 32 * hf);
-      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * hf);
-      __m256i v[4];
-      v[0] = _mm256_or_si256(_mm256_and_si256(la, m4),
-                             _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-      v[1] = _mm256_or_si256(_mm256_and_si256(lb, m4),
-                             _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-      v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
-                             _mm256_and_si256(hb, m30));
-      v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                             _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-      for (int j = 0; j < 4; ++j) {
-        const __m256i c = _mm256_sub_epi8(v[j], k32);  // values 32j .. 32j + 31 of the half
-        const int64_t i = 8 * sb + 4 * hf + j;
-        const int16_t* qi = q + 32 * i;
-        const __m256i s0 =
-            _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(c)), ld16(qi));
-        const __m256i s1 =
-            _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(c, 1)), ld16(qi + 16));
-        const float dx = d * xs[i];
-        a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j])),
-                               _mm256_cvtepi32_ps(s0), a[j]);
-        a[j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j + 1])),
-                               _mm256_cvtepi32_ps(s1), a[j]);
+struct Q6KRows {
+  static constexpr int kRows = 1;
+  template <int R>
+  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30),
+                  k32 = _mm256_set1_epi8(32);
+    const int16_t* q = in.q.data();
+    const float* xs = in.scale.data();
+    __m256 a[R][4];
+    for (auto& ar : a)
+      for (auto& v : ar) v = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
+      for (int hf = 0; hf < 2; ++hf) {
+        __m256i v[R][4];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* b = w + r * rb + 210 * sb;
+          const uint8_t* ql = b + 64 * hf;
+          const __m256i la = ld256(ql), lb = ld256(ql + 32), hb = ld256(b + 128 + 32 * hf);
+          v[r][0] = _mm256_or_si256(_mm256_and_si256(la, m4),
+                                    _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+          v[r][1] = _mm256_or_si256(_mm256_and_si256(lb, m4),
+                                    _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+          v[r][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
+                                    _mm256_and_si256(hb, m30));
+          v[r][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 4; ++j) {
+          const int64_t i = 8 * sb + 4 * hf + j;  // values 32j .. 32j + 31 of the half
+          const __m256i x0 = ld16(q + 32 * i), x1 = ld16(q + 32 * i + 16);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const uint8_t* b = w + r * rb + 210 * sb;
+            const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * hf);
+            const __m256i c = _mm256_sub_epi8(v[r][j], k32);
+            const __m256i s0 = madd8(_mm256_castsi256_si128(c), x0);
+            const __m256i s1 = madd8(_mm256_extracti128_si256(c, 1), x1);
+            const float dx = half_at(b + 208) * xs[i];
+            a[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j])),
+                                      _mm256_cvtepi32_ps(s0), a[r][j]);
+            a[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j + 1])),
+                                      _mm256_cvtepi32_ps(s1), a[r][j]);
+          }
+        }
       }
     }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      out[r] =
+          hsum(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3])));
   }
-  return hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
+};
+
+// Rows [r0, r1) in groups of K::kRows, the rest one at a time.
+template <class K>
+void rows_by(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r1, float* y,
+             bool accumulate) {
+  const uint64_t rb = w.row_bytes();
+  float v[K::kRows];
+  const auto put = [&](int64_t r, float value) {
+    float& o = y[r - r0];
+    o = accumulate ? o + value : value;
+  };
+  int64_t r = r0;
+  for (; r + K::kRows <= r1; r += K::kRows) {
+    K::template run<K::kRows>(w.data + static_cast<uint64_t>(r) * rb, rb, in, v);
+    for (int j = 0; j < K::kRows; ++j) put(r + j, v[j]);
+  }
+  for (; r < r1; ++r) {
+    K::template run<1>(w.data + static_cast<uint64_t>(r) * rb, rb, in, v);
+    put(r, v[0]);
+  }
 }
 
-using DotFn = float (*)(const uint8_t*, const RowDotInput&);
+using RowsFn = void (*)(const WeightMatrix&, const RowDotInput&, int64_t, int64_t, float*, bool);
 
-DotFn dot_for(GgmlType t) {
+RowsFn dot_for(GgmlType t) {
   switch (t) {
     case GgmlType::F16:
-      return dot_16bit<false>;
+      return rows_by<F16Rows>;
     case GgmlType::BF16:
-      return dot_16bit<true>;
+      return rows_by<Bf16Rows>;
     case GgmlType::Q8_0:
-      return dot_q8_0;
+      return rows_by<Block32Rows<false>>;
     case GgmlType::Q4_0:
-      return dot_q4_0;
+      return rows_by<Block32Rows<true>>;
     case GgmlType::Q4_K:
-      return dot_q4_k;
+      return rows_by<Q4KRows>;
     case GgmlType::Q6_K:
-      return dot_q6_k;
+      return rows_by<Q6KRows>;
     default:
       return nullptr;
   }
@@ -269,18 +386,14 @@ bool has_row_dot(GgmlType t) {
 
 void dot_rows(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r1, float* y,
               bool accumulate) {
-  const DotFn fn = dot_for(w.type);
+  const RowsFn fn = dot_for(w.type);
   VQ_CHECK(fn != nullptr, InvalidArgument, "kernels: no fused row dot for ",
            ggml_type_name(static_cast<uint32_t>(w.type)));
   VQ_CHECK(in.type == w.type && in.cols == w.cols, InvalidArgument,
            "kernels: row-dot input prepared for ", ggml_type_name(static_cast<uint32_t>(in.type)),
            " x ", in.cols, ", used with ", ggml_type_name(static_cast<uint32_t>(w.type)), " x ",
            w.cols);
-  const uint64_t rb = w.row_bytes();
-  for (int64_t r = r0; r < r1; ++r) {
-    const float v = fn(w.data + static_cast<uint64_t>(r) * rb, in);
-    y[r - r0] = accumulate ? y[r - r0] + v : v;
-  }
+  fn(w, in, r0, r1, y, accumulate);
 }
 
 #else  // no AVX2 + FMA + F16C: every type takes the tiled path
@@ -305,6 +418,16 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
   in.type = t;
   in.x = x;
   in.cols = cols;
+  if (t == GgmlType::BF16 && has_row_dot(t)) {
+    const int64_t chunks = cols / 16;
+    in.split.resize(static_cast<size_t>(16 * chunks));
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t i = 0; i < 8; ++i) {
+        in.split[static_cast<size_t>(16 * c + i)] = x[16 * c + 2 * i];
+        in.split[static_cast<size_t>(16 * c + 8 + i)] = x[16 * c + 2 * i + 1];
+      }
+    return;
+  }
   if (!row_dot_rounds_input(t)) return;
   VQ_CHECK(cols % 32 == 0, InvalidArgument, "kernels: row-dot input of ", cols,
            " values is not a whole number of 32-value blocks");

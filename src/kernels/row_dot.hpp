@@ -37,6 +37,7 @@ struct RowDotInput {
   std::vector<int16_t> q;     ///< [cols] rounded levels (rounding types only)
   std::vector<float> scale;   ///< [cols / 32] x ~= scale * q; NaN for a block with inf / NaN
   std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's q (Q4_K's min term)
+  std::vector<float> split;   ///< BF16: per 16 values of x, the 8 even then the 8 odd ones
 };
 
 /// Fills `in` for products of x (cols values) with rows of type t; reuses its buffers.

@@ -164,6 +164,10 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
       vq::kernels::matvec(w, X.data(), y.data());
       expect_close(y.data(), want, mag, ("fused matvec, cols " + std::to_string(cols)).c_str(), c.t,
                    &rounding);
+      std::vector<float> alone(5);  // rows [3, 8) on their own: the same bits as in the product
+      vq::kernels::detail::dot_rows(w, X.data(), 3, 8, alone.data(), false);
+      EXPECT_EQ(std::memcmp(alone.data(), y.data() + 3, 5 * sizeof(float)), 0)
+          << vq::ggml_type_name(static_cast<uint32_t>(c.t)) << " cols " << cols;
       std::vector<float> part(5, 0.5f);  // rows [3, 8) added to 0.5
       vq::kernels::detail::dot_rows(w, X.data(), 3, 8, part.data(), true);
       for (int64_t r = 0; r < 5; ++r)
