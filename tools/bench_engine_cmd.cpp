@@ -40,9 +40,12 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
     const auto& lim = res.limits;
     const double gb = 1e9;
     if (o->json != "-") {
-      std::printf("threads %d, stream copy %.2f GB/s (2 x %.0f MiB), fma peak %.1f GFLOP/s (%s)\n",
-                  lim.threads, lim.bandwidth / gb, lim.copy_bytes / (1024.0 * 1024.0),
-                  lim.fma_flops / gb, lim.fma_kernel.c_str());
+      std::printf(
+          "threads %d, stream copy %.2f GB/s (2 x %.0f MiB; %.2f before the rows, %.2f after: the "
+          "larger is the bound), fma peak %.1f GFLOP/s (%s)\n",
+          lim.threads, lim.bandwidth / gb, lim.copy_bytes / (1024.0 * 1024.0),
+          lim.bandwidth_start / gb, lim.bandwidth_end / gb, lim.fma_flops / gb,
+          lim.fma_kernel.c_str());
       for (const auto& m : res.models)
         std::printf("model %s: %.3g params, %.1f MiB of weights, built in %.1f s\n",
                     m.weights.c_str(), m.params, m.weight_bytes / (1024.0 * 1024.0),
@@ -107,6 +110,8 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
                                           {{"threads", lim.threads},
                                            {"copy_array_bytes", lim.copy_bytes},
                                            {"stream_copy_bytes_per_s", lim.bandwidth},
+                                           {"stream_copy_start_bytes_per_s", lim.bandwidth_start},
+                                           {"stream_copy_end_bytes_per_s", lim.bandwidth_end},
                                            {"fma_peak_flops_per_s", lim.fma_flops},
                                            {"fma_kernel", lim.fma_kernel}}},
                                          {"models", jmodels},

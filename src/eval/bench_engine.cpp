@@ -228,8 +228,8 @@ EngineBenchResult run_engine_bench(const EngineBenchOptions& opt) {
   lim.threads = thread_count();
   say("stream copy");
   lim.copy_bytes = opt.shape == "tiny" ? double(int64_t{1} << 24) : double(int64_t{1} << 28);
-  lim.bandwidth = measure_copy_bandwidth(static_cast<int64_t>(lim.copy_bytes),
-                                         opt.shape == "tiny" ? 0.05 : 1.0);
+  const double copy_seconds = opt.shape == "tiny" ? 0.05 : 1.0;
+  lim.bandwidth_start = measure_copy_bandwidth(static_cast<int64_t>(lim.copy_bytes), copy_seconds);
   say("fma peak");
   lim.fma_flops = measure_fma_peak(opt.shape == "tiny" ? 0.05 : 1.0, &lim.fma_kernel);
 
@@ -297,18 +297,23 @@ EngineBenchResult run_engine_bench(const EngineBenchOptions& opt) {
         }
         r.tokens_per_s = static_cast<double>(r.tokens) / r.seconds;
         r.weight_bytes = wbytes;
-        r.bound_ratio = r.tokens_per_s * (r.weight_bytes + r.kv_bytes) / lim.bandwidth;
         if (spec == "full") full_tps = r.tokens_per_s;
         r.vs_full = full_tps > 0 ? r.tokens_per_s / full_tps : 0;
         r.goal = "bytes/s >= 0.7 bandwidth";
-        r.goal_met = r.bound_ratio >= kDecodeGoal;
-        if (spec != "full" && ctx == max_ctx) {
-          r.goal += ", >= 0.9x full";
-          r.goal_met = r.goal_met && full_tps > 0 && r.vs_full >= kVsFullGoal;
-        }
-        res.rows.push_back(r);
+        if (spec != "full" && ctx == max_ctx) r.goal += ", >= 0.9x full";
+        res.rows.push_back(r);  // bound ratio and goal once the bandwidth is known
       }
     }
+  }
+  say("stream copy again");
+  lim.bandwidth_end = measure_copy_bandwidth(static_cast<int64_t>(lim.copy_bytes), copy_seconds);
+  lim.bandwidth = std::max(lim.bandwidth_start, lim.bandwidth_end);
+  for (EngineRow& r : res.rows) {
+    if (r.kind != "decode" || !r.error.empty()) continue;
+    r.bound_ratio = r.tokens_per_s * (r.weight_bytes + r.kv_bytes) / lim.bandwidth;
+    r.goal_met = r.bound_ratio >= kDecodeGoal;
+    if (r.method != "full" && r.context == max_ctx)
+      r.goal_met = r.goal_met && r.vs_full > 0 && r.vs_full >= kVsFullGoal;
   }
   return res;
 }

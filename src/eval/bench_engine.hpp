@@ -2,7 +2,9 @@
 // memory (Model::random_typed) at realistic shapes, next to the machine's physical limits
 // measured in the same run:
 //   bandwidth  a STREAM-style copy between two large arrays on every thread (bytes read + bytes
-//              written per second, STREAM's convention)
+//              written per second, STREAM's convention), measured before the first row and again
+//              after the last; the larger is the bound (a shared machine's bandwidth drifts
+//              during a run, and the bound is what it showed it can do)
 //   fma peak   a register-resident loop of independent fused multiply-adds on every thread
 //              (AVX2 + FMA when compiled for it), 2 FLOP per lane per FMA
 // Rows: prefill tokens/s over `prefill_tokens` tokens (FLOP/s / fma peak), and per method and
@@ -33,10 +35,12 @@ struct EngineBenchOptions {
 
 struct EngineLimits {
   int threads = 0;
-  double copy_bytes = 0;   ///< bytes of one array of the copy
-  double bandwidth = 0;    ///< bytes/s (read + written)
-  double fma_flops = 0;    ///< FLOP/s
-  std::string fma_kernel;  ///< "avx2-fma" or "scalar"
+  double copy_bytes = 0;       ///< bytes of one array of the copy
+  double bandwidth = 0;        ///< bytes/s (read + written): the larger of the two copies below
+  double bandwidth_start = 0;  ///< the copy measured before the first row
+  double bandwidth_end = 0;    ///< the copy measured again after the last row
+  double fma_flops = 0;        ///< FLOP/s
+  std::string fma_kernel;      ///< "avx2-fma" or "scalar"
 };
 
 struct EngineRow {
