@@ -67,18 +67,21 @@ std::vector<int> dp_core(int64_t n, int64_t budget, const std::vector<int>& choi
   std::vector<double> next_cost(W, 0.0), cur_cost(W);
   std::vector<int64_t> next_bits(W, 0), cur_bits(W);
   std::vector<uint8_t> choice(static_cast<size_t>(n) * W);
+  // Widest first, so that among exact ties the lowest index keeps the extra bits.
+  const std::vector<int> widths(choices.rbegin(), choices.rend());
+  std::vector<double> own(widths.size());  // component i's cost at each width, computed once
   for (int64_t i = n - 1; i >= 0; --i) {
     uint8_t* ch = choice.data() + static_cast<size_t>(i) * W;
+    for (size_t w = 0; w < widths.size(); ++w) own[w] = cost_of(i, widths[w]);
     for (int64_t c = 0; c <= cap; ++c) {
       double best_cost = 0;
       int64_t best_bits = 0;
       int best_b = -1;
-      // Widest first, so that among exact ties the lowest index keeps the extra bits.
-      for (auto it = choices.rbegin(); it != choices.rend(); ++it) {
-        const int b = *it;
+      for (size_t w = 0; w < widths.size(); ++w) {
+        const int b = widths[w];
         if (b > c) continue;
         const size_t rest = static_cast<size_t>(c - b);
-        const double cost = cost_of(i, b) + next_cost[rest];
+        const double cost = own[w] + next_cost[rest];
         const int64_t bits = b + next_bits[rest];
         bool better;
         if (best_b < 0) {

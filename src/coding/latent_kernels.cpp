@@ -72,7 +72,63 @@ inline void block8(const float* l, int64_t lstride, int64_t k, const float* basi
   for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * D + d0, _mm256_add_ps(m0, a0[r]));
 }
 
+#if defined(__AVX512F__)
+// The same with 512-bit registers: R rows x 32 columns, then R rows x 16. Each element is still
+// one accumulator summed over j in order with one fused multiply-add per term, so the floats are
+// those of the 256-bit blocks and of the reference. Where the core executes 512-bit FMAs at full
+// width this doubles the multiply-adds per instruction (measured on this project's 2-core AMD
+// EPYC: 6 x 32 blocks 104-106 GFMA/s against 55 for 6 x 16 blocks of 256 bits).
+template <int R>
+inline void block32(const float* l, int64_t lstride, int64_t k, const float* basis,
+                    const float* mean, int64_t D, float* out, int64_t d0) {
+  __m512 a0[R], a1[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+  const float* b = basis + d0;
+  for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(l[r]);
+      a0[r] = _mm512_fmadd_ps(x, b0, a0[r]);
+      a1[r] = _mm512_fmadd_ps(x, b1, a1[r]);
+    }
+  }
+  const __m512 m0 = _mm512_loadu_ps(mean + d0);
+  const __m512 m1 = _mm512_loadu_ps(mean + d0 + 16);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(out + r * D + d0, _mm512_add_ps(m0, a0[r]));
+    _mm512_storeu_ps(out + r * D + d0 + 16, _mm512_add_ps(m1, a1[r]));
+  }
+}
+
+template <int R>
+inline void block16z(const float* l, int64_t lstride, int64_t k, const float* basis,
+                     const float* mean, int64_t D, float* out, int64_t d0) {
+  __m512 a0[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) a0[r] = _mm512_setzero_ps();
+  const float* b = basis + d0;
+  for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) a0[r] = _mm512_fmadd_ps(_mm512_set1_ps(l[r]), b0, a0[r]);
+  }
+  const __m512 m0 = _mm512_loadu_ps(mean + d0);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(out + r * D + d0, _mm512_add_ps(m0, a0[r]));
+}
+#endif
+
+#if defined(__AVX512F__)
+// rows per block: 8 x 2 accumulators + 2 basis + 1 broadcast of the 32 registers (and a chunk of
+// 128 rows has no tail); measured 106 GFMA/s against 104 at 6 rows.
+constexpr int kRows = 8;
+#else
 constexpr int kRows = 6;  // rows per block: 6 x 2 accumulators + 2 basis + 1 broadcast registers
+#endif
 
 // R rows (latents l[j * lstride + r]) across every 16- and 8-column panel; the last D % 8 columns
 // are left to the caller.
@@ -80,6 +136,10 @@ template <int R>
 void rows(const float* l, int64_t lstride, int64_t k, const float* basis, const float* mean,
           int64_t D, float* out) {
   int64_t d0 = 0;
+#if defined(__AVX512F__)
+  for (; d0 + 32 <= D; d0 += 32) block32<R>(l, lstride, k, basis, mean, D, out, d0);
+  for (; d0 + 16 <= D; d0 += 16) block16z<R>(l, lstride, k, basis, mean, D, out, d0);
+#endif
   for (; d0 + 16 <= D; d0 += 16) block16<R>(l, lstride, k, basis, mean, D, out, d0);
   for (; d0 + 8 <= D; d0 += 8) block8<R>(l, lstride, k, basis, mean, D, out, d0);
 }

@@ -9,8 +9,9 @@
 //
 //   unproject_rows_ref  plain scalar loops, the yardstick.
 //   unproject_rows      register-blocked AVX2/FMA kernel (6 rows x 16 columns of accumulators,
-//                       each element still summed by its own accumulator in j order): equal to
-//                       the reference bit for bit. Falls back to the reference without AVX2/FMA.
+//                       or 6 x 32 in 512-bit registers where the target has AVX-512F; each
+//                       element still summed by its own accumulator in j order): equal to the
+//                       reference bit for bit. Falls back to the reference without AVX2/FMA.
 #pragma once
 
 #include <cmath>

@@ -16,6 +16,7 @@ namespace {
 constexpr uint8_t kPcaFormatV1 = 1;
 constexpr uint8_t kPcaFormatCalibrated = 2;
 
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 }  // namespace
@@ -72,9 +73,36 @@ PcaModel fit_pca_model(const float* X, int64_t n, int64_t D, const PcaSettings& 
   m.mean.resize(static_cast<size_t>(D));
   for (int64_t d = 0; d < D; ++d) m.mean[static_cast<size_t>(d)] = static_cast<float>(mu(d));
   const Eigen::Map<const Eigen::RowVectorXf> meanf(m.mean.data(), D);
-  const RowMatD Xc = (Xf.rowwise() - meanf).cast<double>();
+  // Covariance of the centered rows (lower triangle). Short fits (n < 2 kCovBlock rows: every
+  // cache stream's fit_tokens window at head_dim <= 128, and any fit with fewer rows than
+  // dimensions, where the null directions must come out at zero) take fp64 products. Long fits
+  // take fp32 products over blocks of kCovBlock rows (Eigen's fp32 GEMM, about 3x the speed of
+  // fp64 here), each block's triangle added to an fp64 sum in block order: a block sums at most
+  // kCovBlock products, so its rounding stays near fp32's epsilon relative to the block sum
+  // (measured 5e-8 of the fp64 product's norm on realistic keys). The rows are first scaled by
+  // a power of two that brings the largest magnitude into [1, 2) (exact, undone in fp64), so
+  // that the fp32 products can neither overflow nor underflow where the values are extreme.
+  // Fixed block boundaries: the same bits for the same rows.
+  constexpr int64_t kCovBlock = 256;
   Eigen::MatrixXd C = Eigen::MatrixXd::Zero(D, D);
-  C.selfadjointView<Eigen::Lower>().rankUpdate(Xc.transpose(), 1.0 / static_cast<double>(n));
+  if (n < 2 * kCovBlock) {
+    const RowMatD Xc = (Xf.rowwise() - meanf).cast<double>();
+    C.selfadjointView<Eigen::Lower>().rankUpdate(Xc.transpose(), 1.0 / static_cast<double>(n));
+  } else {
+    RowMatF Xc = Xf.rowwise() - meanf;
+    const float amax = Xc.cwiseAbs().maxCoeff();
+    // (a difference that overflowed stays inf: the eigensolver then refuses, as on the fp64 path)
+    const int e = amax > 0.0f && std::isfinite(amax) ? std::ilogb(amax) : 0;
+    Xc *= std::ldexp(1.0f, -e);
+    Eigen::MatrixXf Cb(D, D);
+    for (int64_t s0 = 0; s0 < n; s0 += kCovBlock) {
+      Cb.setZero();
+      Cb.selfadjointView<Eigen::Lower>().rankUpdate(
+          Xc.middleRows(s0, std::min(kCovBlock, n - s0)).transpose(), 1.0f);
+      C.triangularView<Eigen::Lower>() += Cb.cast<double>();
+    }
+    C *= std::ldexp(1.0, 2 * e) / static_cast<double>(n);
+  }
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es;
   es.compute(C);  // reads the lower triangle only
   VQ_CHECK(es.info() == Eigen::Success, InvalidArgument,
@@ -325,16 +353,19 @@ int64_t PcaRowCoder::decode_chunk(coding::ByteReader& in, int64_t max_rows, floa
     out.rowwise() = mean;
     return n;
   }
-  for (int64_t j = 0; j < k; ++j) {
-    if (fixed_ranges_) {
+  if (fixed_ranges_) {
+    for (int64_t j = 0; j < k; ++j)
       params_[static_cast<size_t>(j)] = fixed_params_[static_cast<size_t>(j)];
-      continue;
+  } else {
+    // (min, scale) per component, read in one call.
+    mp_.resize(static_cast<size_t>(2 * k));
+    in.f32(mp_.data(), mp_.size(), "kvtc chunk quantizer params");
+    for (int64_t j = 0; j < k; ++j) {
+      const float lo = mp_[static_cast<size_t>(2 * j)], sc = mp_[static_cast<size_t>(2 * j + 1)];
+      VQ_CHECK(sc > 0.0f, FormatError, "kvtc chunk: component ", j, " has scale ", sc,
+               "; must be > 0");
+      params_[static_cast<size_t>(j)] = coding::AffineParams{lo, sc};
     }
-    float mp[2];
-    in.f32(mp, 2, "kvtc chunk quantizer params");
-    VQ_CHECK(mp[1] > 0.0f, FormatError, "kvtc chunk: component ", j, " has scale ", mp[1],
-             "; must be > 0");
-    params_[static_cast<size_t>(j)] = coding::AffineParams{mp[0], mp[1]};
   }
   ensure_scratch(n, false);
   // Any stream mode is accepted here (mode 4 included), whatever the encoder's entropy policy.

@@ -124,6 +124,7 @@ class PcaRowCoder final : public RowCoder {
   std::vector<float> lat_;      // [k, n] latents
   std::vector<uint8_t> codes_;  // [k, n] codes, in order_ order
   std::vector<coding::AffineParams> params_;
+  std::vector<float> mp_;  // a chunk's stored (min, scale) pairs
   coding::HuffmanEncoder enc_;
   coding::HuffmanDecoder dec_;
   std::vector<coding::HuffmanDecoder::StreamSpec> streams_;  // decode_chunk's streams

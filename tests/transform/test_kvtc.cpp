@@ -97,6 +97,51 @@ TEST(KvtcPca, BasisIsOrthonormalAndVariancesAreTheProjectedVariances) {
   }
 }
 
+// Fits over >= 512 rows take the blocked fp32 covariance (fit_pca_model): the variances are
+// still the basis's projected variances (computed here in fp64), the basis orthonormal.
+TEST(KvtcPca, LongFitsKeepTheProjectedVariances) {
+  const int64_t S = 1100, D = 24;  // four full blocks of 256 rows and a partial one
+  const Tensor x = low_rank(1, S, D, 24, 13, 0.5, 2.0);
+  const PcaModel m = fit_pca_model(x.data(), S, D, dp_settings(8 * D));
+  ASSERT_EQ(m.kept(), D);
+  Eigen::Map<const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>> B(m.basis.data(), D, D);
+  const Eigen::MatrixXd G = (B.cast<double>() * B.cast<double>().transpose());
+  EXPECT_LT((G - Eigen::MatrixXd::Identity(D, D)).cwiseAbs().maxCoeff(), 1e-5);
+  for (int64_t j = 0; j < D; ++j) {
+    double var = 0;
+    for (int64_t t = 0; t < S; ++t) {
+      double p = 0;
+      for (int64_t d = 0; d < D; ++d)
+        p += (static_cast<double>(x.at(0, 0, t, d)) - m.mean[static_cast<size_t>(d)]) * B(j, d);
+      var += p * p;
+    }
+    var /= S;
+    EXPECT_NEAR(var, m.variances[static_cast<size_t>(j)], 1e-5 * m.variances[0]) << j;
+  }
+}
+
+// The fp32 products of a long fit are taken on rows scaled by a power of two: values near the
+// fp32 limits neither overflow nor vanish, and the variances scale with the square of the data.
+TEST(KvtcPca, LongFitsSurviveExtremeMagnitudes) {
+  const int64_t S = 600, D = 16;
+  const Tensor x = low_rank(1, S, D, 16, 17, 0.5);
+  const PcaModel base = fit_pca_model(x.data(), S, D, dp_settings(4 * D));
+  for (float scale : {1e30f, 1e-30f}) {
+    std::vector<float> y(x.data(), x.data() + S * D);
+    for (auto& v : y) v *= scale;
+    PcaModel m;
+    ASSERT_NO_THROW(m = fit_pca_model(y.data(), S, D, dp_settings(4 * D))) << scale;
+    const double s2 = static_cast<double>(scale) * static_cast<double>(scale);
+    for (int64_t j = 0; j < D; ++j) {
+      ASSERT_TRUE(std::isfinite(m.variances[static_cast<size_t>(j)])) << scale;
+      EXPECT_NEAR(m.variances[static_cast<size_t>(j)] / s2, base.variances[static_cast<size_t>(j)],
+                  1e-4 * base.variances[0])
+          << "scale " << scale << " component " << j;
+    }
+    EXPECT_EQ(m.kept_bits, base.kept_bits) << scale;
+  }
+}
+
 TEST(KvtcPca, ComponentCountIsMinOfTokensAndHeadDim) {
   const Tensor x = low_rank(1, 5, 16, 3, 2);
   const PcaModel m = fit_pca_model(x.data(), 5, 16, dp_settings(64));
