@@ -145,15 +145,21 @@ void PcaCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* co
            " rows; allowed [1, chunk_tokens = ", g_.chunk, "]");
   const int64_t D = dim(), k = kept(), rb = row_bytes_;
   if (k == 0) return;  // nothing to store: every row is the mean
-  // The same arithmetic as PcaRowCoder::encode_chunk: center, one GEMM, per-component affine.
-  RowMatF B(k, D);
+  // The same arithmetic as PcaRowCoder::encode_chunk: center, coding::project_rows,
+  // per-component affine. The transposed basis is built per call (a chunk's 128 rows cost 128x
+  // its copy) rather than held, so that the codec's resident state stays the model alone; like the
+  // other buffers here it lives for the call only.
+  std::vector<float> basis_t(static_cast<size_t>(k * D)), lat_t(static_cast<size_t>(n * k));
   for (int64_t j = 0; j < k; ++j)
-    std::memcpy(B.data() + j * D, basis_rows_[static_cast<size_t>(j)], sizeof(float) * D);
+    for (int64_t d = 0; d < D; ++d)
+      basis_t[static_cast<size_t>(d * k + j)] = basis_rows_[static_cast<size_t>(j)][d];
   Eigen::Map<const RowMatF> X(rows, n, D);
   const Eigen::Map<const Eigen::RowVectorXf> mean(mean_, D);
   const RowMatF Xc = X.rowwise() - mean;
+  coding::project_rows(Xc.data(), n, D, basis_t.data(), k, lat_t.data());
   RowMatF L(k, n);
-  L.noalias() = B * Xc.transpose();
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) L(j, t) = lat_t[static_cast<size_t>(t * k + j)];
   std::vector<uint8_t> q(static_cast<size_t>(k * n)), qt(static_cast<size_t>(k));
   for (int64_t j = 0; j < k; ++j) {
     const int b = widths_[static_cast<size_t>(j)];

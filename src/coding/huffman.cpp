@@ -521,7 +521,25 @@ StreamSizes HuffmanEncoder::encode_impl(const uint8_t* symbols, size_t n, int wi
       FastBitWriter bw(out.data() + start);
       const uint32_t* codes = codes_.data();
       const uint8_t* lens = lengths_.data();
-      for (size_t i = 0; i < n; ++i) bw.put(codes[symbols[i]], lens[symbols[i]]);
+      size_t i = 0;
+      if (width <= 4 && n >= 64) {
+        // Two symbols per put: the pair's codes concatenated (<= 2 x 12 bits), looked up by
+        // s0 | s1 << width in a table of every pair of the alphabet. The same bits as one put
+        // per symbol, with half the serial shift-and-or steps on the bit buffer.
+        uint32_t pair_code[256];
+        uint8_t pair_len[256];
+        for (size_t s1 = 0; s1 < A; ++s1)
+          for (size_t s0 = 0; s0 < A; ++s0) {
+            const size_t at = s0 | (s1 << width);
+            pair_code[at] = (codes[s0] << lens[s1]) | codes[s1];
+            pair_len[at] = static_cast<uint8_t>(lens[s0] + lens[s1]);
+          }
+        for (; i + 2 <= n; i += 2) {
+          const size_t at = symbols[i] | (static_cast<size_t>(symbols[i + 1]) << width);
+          bw.put(pair_code[at], pair_len[at]);
+        }
+      }
+      for (; i < n; ++i) bw.put(codes[symbols[i]], lens[symbols[i]]);
       [[maybe_unused]] const uint8_t* e = bw.finish();
       assert(e == out.data() + out.size());
     } else {

@@ -1,5 +1,6 @@
 #include "coding/latent_kernels.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -19,6 +20,16 @@ void unproject_rows_ref(const float* lat, int64_t k, int64_t n, const float* bas
     }
 }
 
+void project_rows_ref(const float* rows, int64_t n, int64_t D, const float* basisT, int64_t k,
+                      float* latT) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      float acc = 0.0f;
+      for (int64_t d = 0; d < D; ++d) acc = madd(rows[t * D + d], basisT[d * k + j], acc);
+      latT[t * k + j] = 0.0f + acc;
+    }
+}
+
 #if VQ_LATENT_AVX2
 
 namespace {
@@ -28,8 +39,8 @@ namespace {
 // l[j * lstride + r] (lstride = n on the [k, n] latents, R on a packed panel). The loops over r
 // are unrolled by pragma: without it GCC keeps the accumulator arrays in memory as well and
 // stores them on every iteration, which halves the speed.
-template <int R>
-inline void block16(const float* l, int64_t lstride, int64_t k, const float* basis,
+template <int R, bool S>
+inline void block16(const float* l, int64_t lstride, int64_t rs, int64_t k, const float* basis,
                     const float* mean, int64_t D, float* out, int64_t d0) {
   __m256 a0[R], a1[R];
 #pragma GCC unroll 8
@@ -40,7 +51,7 @@ inline void block16(const float* l, int64_t lstride, int64_t k, const float* bas
     const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256 x = _mm256_broadcast_ss(l + r);
+      const __m256 x = _mm256_broadcast_ss(l + (S ? r * rs : r));
       a0[r] = _mm256_fmadd_ps(x, b0, a0[r]);
       a1[r] = _mm256_fmadd_ps(x, b1, a1[r]);
     }
@@ -55,8 +66,8 @@ inline void block16(const float* l, int64_t lstride, int64_t k, const float* bas
 }
 
 // The same for 8 columns (d0 .. d0 + 7).
-template <int R>
-inline void block8(const float* l, int64_t lstride, int64_t k, const float* basis,
+template <int R, bool S>
+inline void block8(const float* l, int64_t lstride, int64_t rs, int64_t k, const float* basis,
                    const float* mean, int64_t D, float* out, int64_t d0) {
   __m256 a0[R];
 #pragma GCC unroll 8
@@ -65,11 +76,34 @@ inline void block8(const float* l, int64_t lstride, int64_t k, const float* basi
   for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
     const __m256 b0 = _mm256_loadu_ps(b);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) a0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(l + r), b0, a0[r]);
+    for (int r = 0; r < R; ++r)
+      a0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(l + (S ? r * rs : r)), b0, a0[r]);
   }
   const __m256 m0 = _mm256_loadu_ps(mean + d0);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) _mm256_storeu_ps(out + r * D + d0, _mm256_add_ps(m0, a0[r]));
+}
+
+// The same for the last w < 8 columns (d0 .. d0 + w - 1), through masked loads and stores: the
+// lanes past the edge are neither read nor written.
+template <int R, bool S>
+inline void block_tail(const float* l, int64_t lstride, int64_t rs, int64_t k, const float* basis,
+                       const float* mean, int64_t D, float* out, int64_t d0, int64_t w) {
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(w)),
+                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256 a0[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) a0[r] = _mm256_setzero_ps();
+  const float* b = basis + d0;
+  for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
+    const __m256 b0 = _mm256_maskload_ps(b, mask);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      a0[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(l + (S ? r * rs : r)), b0, a0[r]);
+  }
+  const __m256 m0 = _mm256_maskload_ps(mean + d0, mask);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm256_maskstore_ps(out + r * D + d0, mask, _mm256_add_ps(m0, a0[r]));
 }
 
 #if defined(__AVX512F__)
@@ -78,8 +112,8 @@ inline void block8(const float* l, int64_t lstride, int64_t k, const float* basi
 // those of the 256-bit blocks and of the reference. Where the core executes 512-bit FMAs at full
 // width this doubles the multiply-adds per instruction (measured on this project's 2-core AMD
 // EPYC: 6 x 32 blocks 104-106 GFMA/s against 55 for 6 x 16 blocks of 256 bits).
-template <int R>
-inline void block32(const float* l, int64_t lstride, int64_t k, const float* basis,
+template <int R, bool S>
+inline void block32(const float* l, int64_t lstride, int64_t rs, int64_t k, const float* basis,
                     const float* mean, int64_t D, float* out, int64_t d0) {
   __m512 a0[R], a1[R];
 #pragma GCC unroll 8
@@ -90,7 +124,7 @@ inline void block32(const float* l, int64_t lstride, int64_t k, const float* bas
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(l[r]);
+      const __m512 x = _mm512_set1_ps(l[S ? r * rs : r]);
       a0[r] = _mm512_fmadd_ps(x, b0, a0[r]);
       a1[r] = _mm512_fmadd_ps(x, b1, a1[r]);
     }
@@ -104,8 +138,8 @@ inline void block32(const float* l, int64_t lstride, int64_t k, const float* bas
   }
 }
 
-template <int R>
-inline void block16z(const float* l, int64_t lstride, int64_t k, const float* basis,
+template <int R, bool S>
+inline void block16z(const float* l, int64_t lstride, int64_t rs, int64_t k, const float* basis,
                      const float* mean, int64_t D, float* out, int64_t d0) {
   __m512 a0[R];
 #pragma GCC unroll 8
@@ -114,7 +148,8 @@ inline void block16z(const float* l, int64_t lstride, int64_t k, const float* ba
   for (int64_t j = 0; j < k; ++j, l += lstride, b += D) {
     const __m512 b0 = _mm512_loadu_ps(b);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) a0[r] = _mm512_fmadd_ps(_mm512_set1_ps(l[r]), b0, a0[r]);
+    for (int r = 0; r < R; ++r)
+      a0[r] = _mm512_fmadd_ps(_mm512_set1_ps(l[S ? r * rs : r]), b0, a0[r]);
   }
   const __m512 m0 = _mm512_loadu_ps(mean + d0);
 #pragma GCC unroll 8
@@ -130,27 +165,28 @@ constexpr int kRows = 8;
 constexpr int kRows = 6;  // rows per block: 6 x 2 accumulators + 2 basis + 1 broadcast registers
 #endif
 
-// R rows (latents l[j * lstride + r]) across every 16- and 8-column panel; the last D % 8 columns
-// are left to the caller.
-template <int R>
-void rows(const float* l, int64_t lstride, int64_t k, const float* basis, const float* mean,
-          int64_t D, float* out) {
+// R rows (latents l[j * lstride + r], or l[j * lstride + r * rs] when S) across every 32-, 16-
+// and 8-column panel, then the last D % 8 columns masked.
+template <int R, bool S>
+void rows(const float* l, int64_t lstride, int64_t rs, int64_t k, const float* basis,
+          const float* mean, int64_t D, float* out) {
   int64_t d0 = 0;
 #if defined(__AVX512F__)
-  for (; d0 + 32 <= D; d0 += 32) block32<R>(l, lstride, k, basis, mean, D, out, d0);
-  for (; d0 + 16 <= D; d0 += 16) block16z<R>(l, lstride, k, basis, mean, D, out, d0);
+  for (; d0 + 32 <= D; d0 += 32) block32<R, S>(l, lstride, rs, k, basis, mean, D, out, d0);
+  for (; d0 + 16 <= D; d0 += 16) block16z<R, S>(l, lstride, rs, k, basis, mean, D, out, d0);
 #endif
-  for (; d0 + 16 <= D; d0 += 16) block16<R>(l, lstride, k, basis, mean, D, out, d0);
-  for (; d0 + 8 <= D; d0 += 8) block8<R>(l, lstride, k, basis, mean, D, out, d0);
+  for (; d0 + 16 <= D; d0 += 16) block16<R, S>(l, lstride, rs, k, basis, mean, D, out, d0);
+  for (; d0 + 8 <= D; d0 += 8) block8<R, S>(l, lstride, rs, k, basis, mean, D, out, d0);
+  if (d0 < D) block_tail<R, S>(l, lstride, rs, k, basis, mean, D, out, d0, D - d0);
 }
 
 // rows<m> for the last 0 <= m < kRows rows of the chunk (m known at run time).
-template <int R = kRows - 1>
-void tail_rows(int64_t m, const float* l, int64_t lstride, int64_t k, const float* basis,
-               const float* mean, int64_t D, float* out) {
+template <bool S, int R = kRows - 1>
+void tail_rows(int64_t m, const float* l, int64_t lstride, int64_t rs, int64_t k,
+               const float* basis, const float* mean, int64_t D, float* out) {
   if constexpr (R >= 1) {
-    if (m == R) return rows<R>(l, lstride, k, basis, mean, D, out);
-    tail_rows<R - 1>(m, l, lstride, k, basis, mean, D, out);
+    if (m == R) return rows<R, S>(l, lstride, rs, k, basis, mean, D, out);
+    tail_rows<S, R - 1>(m, l, lstride, rs, k, basis, mean, D, out);
   }
 }
 
@@ -172,16 +208,22 @@ void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, 
     for (int64_t j = 0; j < k; ++j)
       for (int r = 0; r < kRows; ++r)
         packed[static_cast<size_t>(j * kRows + r)] = lat[j * n + t + r];
-    rows<kRows>(packed.data(), kRows, k, basis, mean, D, out + t * D);
+    rows<kRows, false>(packed.data(), kRows, 1, k, basis, mean, D, out + t * D);
   }
-  tail_rows(n - t, lat + t, n, k, basis, mean, D, out + t * D);
-  // Last D % 8 columns: the scalar loop (same order, same fused multiply-add).
-  for (int64_t d0 = D - D % 8, r = 0; r < n && d0 < D; ++r)
-    for (int64_t d = d0; d < D; ++d) {
-      float acc = 0.0f;
-      for (int64_t j = 0; j < k; ++j) acc = madd(lat[j * n + r], basis[j * D + d], acc);
-      out[r * D + d] = mean[d] + acc;
-    }
+  tail_rows<false>(n - t, lat + t, n, 1, k, basis, mean, D, out + t * D);
+}
+
+void project_rows(const float* rows_in, int64_t n, int64_t D, const float* basisT, int64_t k,
+                  float* latT) {
+  // The un-projection kernel with the rows' D values as its "latents" (read in place: row r's
+  // value d at rows_in[r * D + d], a broadcast per row and step) and the transposed basis [D, k]
+  // as the rows it combines; the "mean" is zero.
+  if (n <= 0 || k <= 0) return;
+  const std::vector<float> zeros(static_cast<size_t>(k), 0.0f);
+  int64_t t = 0;
+  for (; t + kRows <= n; t += kRows)
+    rows<kRows, true>(rows_in + t * D, 1, D, D, basisT, zeros.data(), k, latT + t * k);
+  tail_rows<true>(n - t, rows_in + t * D, 1, D, D, basisT, zeros.data(), k, latT + t * k);
 }
 
 #else
@@ -189,6 +231,11 @@ void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, 
 void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
                     int64_t D, float* out) {
   unproject_rows_ref(lat, k, n, basis, mean, D, out);
+}
+
+void project_rows(const float* rows, int64_t n, int64_t D, const float* basisT, int64_t k,
+                  float* latT) {
+  project_rows_ref(rows, n, D, basisT, k, latT);
 }
 
 #endif

@@ -1,5 +1,6 @@
 // Un-projection of a chunk of PCA latents back to rows: the inner loop of every PCA codec's
-// decoder (kvtc, uniform, svdq_split, palu, spectralquant, svdq's keys).
+// decoder (kvtc, uniform, svdq_split, palu, spectralquant, svdq's keys); and the projection of
+// rows onto the basis, the encoders' inner loop, on the same kernel.
 //
 //   out[t, d] = mean[d] + sum_{j < k} lat[j, t] * basis[j, d]      t < n, d < D
 //
@@ -34,5 +35,13 @@ void unproject_rows_ref(const float* lat, int64_t k, int64_t n, const float* bas
                         const float* mean, int64_t D, float* out);
 void unproject_rows(const float* lat, int64_t k, int64_t n, const float* basis, const float* mean,
                     int64_t D, float* out);
+
+/// The forward map, on the same blocked kernel: latT[t, j] = 0 + sum_{d < D} rows[t, d] *
+/// basisT[d, j], multiply-adds in d order from +0 (so a row's latents depend on that row and the
+/// basis only). rows: [n, D] row-major; basisT: [D, k] (the basis transposed); latT: [n, k].
+void project_rows_ref(const float* rows, int64_t n, int64_t D, const float* basisT, int64_t k,
+                      float* latT);
+void project_rows(const float* rows, int64_t n, int64_t D, const float* basisT, int64_t k,
+                  float* latT);
 
 }  // namespace vq::coding

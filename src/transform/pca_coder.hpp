@@ -124,7 +124,9 @@ class PcaRowCoder final : public RowCoder {
   std::vector<float> lat_;      // [k, n] latents
   std::vector<uint8_t> codes_;  // [k, n] codes, in order_ order
   std::vector<coding::AffineParams> params_;
-  std::vector<float> mp_;  // a chunk's stored (min, scale) pairs
+  std::vector<float> mp_;       // a chunk's stored (min, scale) pairs
+  std::vector<float> basis_t_;  // [D, k] the kept basis transposed (project_rows' form)
+  std::vector<float> latT_;     // [n, k] a chunk's latents row-major
   coding::HuffmanEncoder enc_;
   coding::HuffmanDecoder dec_;
   std::vector<coding::HuffmanDecoder::StreamSpec> streams_;  // decode_chunk's streams

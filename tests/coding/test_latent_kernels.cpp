@@ -102,5 +102,49 @@ TEST(CodingLatentKernels, AdversarialLatentsStayBitIdentical) {
   }
 }
 
+TEST(CodingLatentKernels, FastProjectionEqualsTheReferenceOnEveryShape) {
+  // project_rows runs the un-projection kernel on row-major rows (strided latents): every shape
+  // of rows, input width and component count, including the row-block tails.
+  Rng rng(41);
+  int cases = 0;
+  for (int64_t D : {1, 8, 17, 64, 128}) {
+    for (int64_t n : {1, 5, 7, 8, 9, 128, 130}) {
+      for (int64_t k : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, D}) {
+        std::vector<float> rows(static_cast<size_t>(n * D)), basisT(static_cast<size_t>(D * k));
+        for (auto& v : rows) v = static_cast<float>(rng.normal() * 3.0);
+        for (auto& v : basisT) v = static_cast<float>(rng.normal() * 0.2);
+        std::vector<float> fast(static_cast<size_t>(n * k) + 8, -7.0f), ref(fast.size(), 3.0f);
+        project_rows(rows.data(), n, D, basisT.data(), k, fast.data());
+        project_rows_ref(rows.data(), n, D, basisT.data(), k, ref.data());
+        int64_t bad = 0;
+        for (size_t i = 0; i < static_cast<size_t>(n * k); ++i)
+          bad += std::memcmp(&fast[i], &ref[i], 4) != 0 ? 1 : 0;
+        EXPECT_EQ(bad, 0) << "n " << n << " D " << D << " k " << k;
+        for (size_t i = static_cast<size_t>(n * k); i < fast.size(); ++i)
+          EXPECT_EQ(fast[i], -7.0f) << "wrote past the output";
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 5 * 7 * 5);
+}
+
+TEST(CodingLatentKernels, ProjectionOfTheBasisRowsIsTheIdentity) {
+  // Rows equal to orthonormal basis rows (coordinate axes, exactly representable) project to
+  // the unit vectors.
+  const int64_t D = 24, k = 24;
+  std::vector<float> basisT(static_cast<size_t>(D * k), 0.0f),
+      rows(static_cast<size_t>(k * D), 0.0f);
+  for (int64_t j = 0; j < k; ++j) {
+    basisT[static_cast<size_t>(((j * 5) % D) * k + j)] = 1.0f;  // basis row j = axis 5j mod D
+    rows[static_cast<size_t>(j * D + (j * 5) % D)] = 1.0f;
+  }
+  std::vector<float> lat(static_cast<size_t>(k * k));
+  project_rows(rows.data(), k, D, basisT.data(), k, lat.data());
+  for (int64_t t = 0; t < k; ++t)
+    for (int64_t j = 0; j < k; ++j)
+      EXPECT_EQ(lat[static_cast<size_t>(t * k + j)], t == j ? 1.0f : 0.0f) << t << "," << j;
+}
+
 }  // namespace
 }  // namespace vq::coding
