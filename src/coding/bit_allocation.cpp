@@ -73,13 +73,14 @@ std::vector<int> dp_core(int64_t n, int64_t budget, const std::vector<int>& choi
   for (int64_t i = n - 1; i >= 0; --i) {
     uint8_t* ch = choice.data() + static_cast<size_t>(i) * W;
     for (size_t w = 0; w < widths.size(); ++w) own[w] = cost_of(i, widths[w]);
+    size_t first = widths.size();  // widths descend: those <= c are widths[first ..]
     for (int64_t c = 0; c <= cap; ++c) {
+      while (first > 0 && widths[first - 1] <= c) --first;
       double best_cost = 0;
       int64_t best_bits = 0;
       int best_b = -1;
-      for (size_t w = 0; w < widths.size(); ++w) {
+      for (size_t w = first; w < widths.size(); ++w) {
         const int b = widths[w];
-        if (b > c) continue;
         const size_t rest = static_cast<size_t>(c - b);
         const double cost = own[w] + next_cost[rest];
         const int64_t bits = b + next_bits[rest];

@@ -322,9 +322,23 @@ void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
   // queue heads is the global minimum (the same choices as a min-heap on (weight, index)).
   int32_t leaves[256];
   for (size_t i = 0; i < m; ++i) leaves[i] = static_cast<int32_t>(i);
-  std::stable_sort(leaves, leaves + m, [&](int32_t a, int32_t b) {
-    return weight[static_cast<size_t>(a)] < weight[static_cast<size_t>(b)];
-  });
+  // Sorted by (weight, index): an insertion sort for the usual small alphabets, std::sort with
+  // the index as tie-break otherwise (both the stable order by weight, without the temporary
+  // buffer std::stable_sort allocates on every call).
+  auto before = [&](int32_t a, int32_t b) {
+    const uint64_t wa = weight[static_cast<size_t>(a)], wb = weight[static_cast<size_t>(b)];
+    return wa < wb || (wa == wb && a < b);
+  };
+  if (m <= 32) {
+    for (size_t i = 1; i < m; ++i) {
+      const int32_t x = leaves[i];
+      size_t j = i;
+      for (; j > 0 && before(x, leaves[j - 1]); --j) leaves[j] = leaves[j - 1];
+      leaves[j] = x;
+    }
+  } else {
+    std::sort(leaves, leaves + m, before);
+  }
   size_t lq = 0, iq = m;  // heads of the leaf queue and of the internal-node queue
   for (size_t next = m; next < total; ++next) {
     int32_t pick[2];
@@ -498,13 +512,23 @@ StreamSizes HuffmanEncoder::encode_impl(const uint8_t* symbols, size_t n, int wi
   }
 
   freq_.resize(A);
-  huffman_code_lengths(freq_, kMaxCodeLength, lengths_);
-  uint64_t bits = 0;
-  for (size_t s = 0; s < A; ++s) bits += freq_[s] * lengths_[s];
-  const int64_t huff_payload = static_cast<int64_t>((bits + 7) / 8);
-  const int64_t huff_overhead = header + 1 + static_cast<int64_t>((A + 1) / 2) +
-                                varint_size(static_cast<uint64_t>(huff_payload));
-  if (huff_overhead + huff_payload < header + sz.fixed_width_payload) {
+  // Every code is at least one bit: when even that payload and the table cannot undercut the
+  // fixed-width stream (short streams of wide codes), the Huffman stream would lose, so its code
+  // lengths are not computed. The same choice, and the same bytes, as computing them.
+  const int64_t min_payload = static_cast<int64_t>((n + 7) / 8);
+  const bool may_win = header + 1 + static_cast<int64_t>((A + 1) / 2) +
+                           varint_size(static_cast<uint64_t>(min_payload)) + min_payload <
+                       header + sz.fixed_width_payload;
+  int64_t huff_payload = 0, huff_overhead = 0;
+  if (may_win) {
+    huffman_code_lengths(freq_, kMaxCodeLength, lengths_);
+    uint64_t bits = 0;
+    for (size_t s = 0; s < A; ++s) bits += freq_[s] * lengths_[s];
+    huff_payload = static_cast<int64_t>((bits + 7) / 8);
+    huff_overhead = header + 1 + static_cast<int64_t>((A + 1) / 2) +
+                    varint_size(static_cast<uint64_t>(huff_payload));
+  }
+  if (may_win && huff_overhead + huff_payload < header + sz.fixed_width_payload) {
     canonical_codes(lengths_, codes_);
     put_u8(out, static_cast<uint8_t>(StreamMode::Huffman));
     put_varint(out, n);
