@@ -33,6 +33,17 @@ class RowSource {
   /// other in order (so consecutive calls over [a, b) then [b, c) equal one call over [a, c)).
   /// Default: read() into per-thread scratch, then the fp32 row kernel.
   virtual void accumulate(int64_t first, int64_t n, const float* w, float* acc) const;
+  /// dot() for nq queries at once (the query heads that share a KV head): query j at
+  /// qs + j * dim(), its n results at out + j * out_stride. Each result has the bits dot() gives
+  /// for that query alone; a store may unpack its rows once for every query. Default: dot() per
+  /// query.
+  virtual void dot_many(int64_t first, int64_t n, const float* qs, int64_t nq, float* out,
+                        int64_t out_stride) const;
+  /// accumulate() for nw weight rows at once: weights j at w + j * w_stride, added to
+  /// acc + j * dim(). Each sum has the bits accumulate() gives for those weights alone.
+  /// Default: accumulate() per weight row.
+  virtual void accumulate_many(int64_t first, int64_t n, const float* w, int64_t w_stride,
+                               int64_t nw, float* acc) const;
 };
 
 /// Rows of a row-major fp32 matrix (tests, chunk rows not yet stored).

@@ -278,11 +278,12 @@ struct QueryMemo {
 
 }  // namespace
 
-void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
-                        float* out) const {
-  if (n <= 0) return;
-  const int64_t D = dim(), k = kept(), rb = row_bytes_;
-  thread_local QueryMemo memo;
+float PcaCodec::chunk_query(const float* q, int64_t slot, const float* mins, const float* scales,
+                            float* w) const {
+  const int64_t D = dim(), k = kept();
+  constexpr int64_t kSlots = 16;
+  thread_local QueryMemo memos[kSlots];
+  QueryMemo& memo = memos[slot % kSlots];
   const size_t Dz = static_cast<size_t>(D);
   if (memo.model != model_id_ || memo.q.size() != Dz ||
       std::memcmp(memo.q.data(), q, sizeof(float) * Dz) != 0) {
@@ -299,7 +300,20 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
     for (int64_t d = 0; d < D; ++d) m = madd(mean_[d], q[d], m);
     memo.mean_dot = m;
   }
-  // Per chunk: c0 = mean . q + sum_j min_j q'_j, w_j = scale_j q'_j.
+  // c0 = mean . q + sum_j min_j q'_j, w_j = scale_j q'_j.
+  float c0 = memo.mean_dot;
+  for (int64_t j = 0; j < k; ++j) {
+    const float pj = memo.proj[static_cast<size_t>(j)];
+    c0 = madd(mins[j], pj, c0);
+    w[j] = scales[j] * pj;
+  }
+  return c0;
+}
+
+void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                        float* out) const {
+  if (n <= 0) return;
+  const int64_t k = kept(), rb = row_bytes_;
   thread_local std::vector<float> wj, mins, scales, code;
   thread_local std::vector<uint8_t> pad;
   wj.resize(static_cast<size_t>(k));
@@ -308,12 +322,7 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
   code.resize(static_cast<size_t>(k));
   pad.assign(static_cast<size_t>(rb + 8), 0);
   chunk_ranges(params, mins.data(), scales.data());
-  float c0 = memo.mean_dot;
-  for (int64_t j = 0; j < k; ++j) {
-    const float pj = memo.proj[static_cast<size_t>(j)];
-    c0 = madd(mins[static_cast<size_t>(j)], pj, c0);
-    wj[static_cast<size_t>(j)] = scales[static_cast<size_t>(j)] * pj;
-  }
+  const float c0 = chunk_query(q, 0, mins.data(), scales.data(), wj.data());
 #if defined(__AVX2__) && defined(__FMA__)
   // A row at a time, eight components per step (group_codes: no gathers): eight partial sums,
   // lane l over components l, l + 8, ..., added in a fixed order at the end. Every row takes
@@ -423,6 +432,189 @@ void PcaCodec::axpy_latent(const uint8_t* params, const uint8_t* codes, int64_t 
     out[j] += madd(scales[static_cast<size_t>(j)], lat[static_cast<size_t>(j)],
                    mins[static_cast<size_t>(j)] * wsum);
   out[k] += wsum;
+}
+
+namespace {
+
+#if defined(__AVX2__) && defined(__FMA__)
+// dot_rows for NQ queries: each group's codes unpacked once per row, then each query's
+// accumulator takes the multiply-add dot_rows would (w8 + 8 (q G + g): query q's weights).
+template <int NQ>
+void dot_groups_many(const Rows& rows, const GroupTables& tab, int64_t G, const float* w8,
+                     const float* c0, float* out, int64_t out_stride) {
+  for (int64_t t = 0; t < rows.n; ++t) {
+    const uint8_t* row = rows.row(t);
+    __m256 acc[NQ];
+    for (int q = 0; q < NQ; ++q) acc[q] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < G; ++g) {
+      const __m256 c = _mm256_cvtepi32_ps(group_codes(row, tab, g));
+      for (int q = 0; q < NQ; ++q)
+        acc[q] = _mm256_fmadd_ps(c, _mm256_loadu_ps(w8 + 8 * (q * G + g)), acc[q]);
+    }
+    for (int q = 0; q < NQ; ++q) out[q * out_stride + t] = c0[q] + sum8(acc[q]);
+  }
+}
+
+// axpy_groups for NW weight rows over groups g0 .. g0 + NG - 1: per row, each group's codes
+// unpacked once, then each weight row's accumulator of that group takes the multiply-add
+// axpy_groups would (w + q * w_stride: weight row q; lat8 + 8 (q G + g): its sums).
+template <int NW, int NG>
+void axpy_groups_many(const Rows& rows, const float* w, int64_t w_stride, const GroupTables& tab,
+                      int64_t G, int64_t g0, float* lat8) {
+  __m256 acc[NW][NG];
+  for (int q = 0; q < NW; ++q)
+    for (int i = 0; i < NG; ++i) acc[q][i] = _mm256_loadu_ps(lat8 + 8 * (q * G + g0 + i));
+  for (int64_t t = 0; t < rows.n; ++t) {
+    const uint8_t* row = rows.row(t);
+    __m256 wv[NW];
+    for (int q = 0; q < NW; ++q) wv[q] = _mm256_set1_ps(w[q * w_stride + t]);
+    for (int i = 0; i < NG; ++i) {
+      const __m256 c = _mm256_cvtepi32_ps(group_codes(row, tab, g0 + i));
+      for (int q = 0; q < NW; ++q) acc[q][i] = _mm256_fmadd_ps(wv[q], c, acc[q][i]);
+    }
+  }
+  for (int q = 0; q < NW; ++q)
+    for (int i = 0; i < NG; ++i) _mm256_storeu_ps(lat8 + 8 * (q * G + g0 + i), acc[q][i]);
+}
+
+// Groups g0 .. G - 1 in runs of at most NG (accumulators: NW x NG <= 12 of the 16 registers).
+template <int NW>
+void axpy_many_runs(const Rows& rows, const float* w, int64_t w_stride, const GroupTables& tab,
+                    int64_t G, float* lat8) {
+  constexpr int NG = NW >= 12 ? 1 : 12 / NW;
+  int64_t g0 = 0;
+  for (; g0 + NG <= G; g0 += NG) axpy_groups_many<NW, NG>(rows, w, w_stride, tab, G, g0, lat8);
+  for (; g0 < G; ++g0) axpy_groups_many<NW, 1>(rows, w, w_stride, tab, G, g0, lat8);
+}
+#endif
+
+constexpr int64_t kMaxMany = 8;  // queries per batched call; more are split into batches
+
+}  // namespace
+
+void PcaCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                             const float* qs, int64_t nq, float* out, int64_t out_stride) const {
+  const int64_t D = dim(), k = kept(), rb = row_bytes_;
+#if defined(__AVX2__) && defined(__FMA__)
+  if (n > 0 && k > 0 && nq >= 2) {
+    const int64_t G = static_cast<int64_t>(group_win_.size());
+    thread_local std::vector<float> mins, scales, wj, w8, c0;
+    thread_local std::vector<uint8_t> pad;
+    mins.resize(static_cast<size_t>(k));
+    scales.resize(static_cast<size_t>(k));
+    wj.resize(static_cast<size_t>(k));
+    chunk_ranges(params, mins.data(), scales.data());
+    const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
+    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
+    const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
+                          group_mask_.data()};
+    const Rows rows{codes, n, rb, reach, pad.data()};
+    for (int64_t j0 = 0; j0 < nq; j0 += kMaxMany) {
+      const int64_t m = std::min(kMaxMany, nq - j0);
+      w8.assign(static_cast<size_t>(m * G * 8), 0.0f);
+      c0.resize(static_cast<size_t>(m));
+      for (int64_t j = 0; j < m; ++j) {
+        c0[static_cast<size_t>(j)] =
+            chunk_query(qs + (j0 + j) * D, j0 + j, mins.data(), scales.data(), wj.data());
+        std::copy_n(wj.begin(), k, w8.begin() + j * G * 8);
+      }
+      float* o = out + j0 * out_stride;
+      switch (m) {
+        case 1:
+          dot_groups_many<1>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+        case 2:
+          dot_groups_many<2>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+        case 3:
+          dot_groups_many<3>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+        case 4:
+          dot_groups_many<4>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+        case 5:
+          dot_groups_many<5>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+        case 6:
+          dot_groups_many<6>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+        case 7:
+          dot_groups_many<7>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+        default:
+          dot_groups_many<8>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
+          break;
+      }
+    }
+    return;
+  }
+#endif
+  RowCodec::dot_rows_many(params, codes, n, qs, nq, out, out_stride);
+}
+
+void PcaCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                                const float* w, int64_t w_stride, int64_t nw, float* lat,
+                                int64_t lat_stride) const {
+  const int64_t k = kept(), rb = row_bytes_;
+#if defined(__AVX2__) && defined(__FMA__)
+  if (n > 0 && k > 0 && nw >= 2) {
+    const int64_t G = static_cast<int64_t>(group_win_.size());
+    thread_local std::vector<float> mins, scales, lat8;
+    thread_local std::vector<uint8_t> pad;
+    mins.resize(static_cast<size_t>(k));
+    scales.resize(static_cast<size_t>(k));
+    chunk_ranges(params, mins.data(), scales.data());
+    const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
+    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
+    const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
+                          group_mask_.data()};
+    const Rows rows{codes, n, rb, reach, pad.data()};
+    for (int64_t j0 = 0; j0 < nw; j0 += kMaxMany) {
+      const int64_t m = std::min(kMaxMany, nw - j0);
+      lat8.assign(static_cast<size_t>(m * G * 8), 0.0f);
+      const float* wj = w + j0 * w_stride;
+      switch (m) {
+        case 1:
+          axpy_many_runs<1>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+        case 2:
+          axpy_many_runs<2>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+        case 3:
+          axpy_many_runs<3>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+        case 4:
+          axpy_many_runs<4>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+        case 5:
+          axpy_many_runs<5>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+        case 6:
+          axpy_many_runs<6>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+        case 7:
+          axpy_many_runs<7>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+        default:
+          axpy_many_runs<8>(rows, wj, w_stride, tab, G, lat8.data());
+          break;
+      }
+      // As axpy_latent: the weights' sum in order, then each component's affine map.
+      for (int64_t j = 0; j < m; ++j) {
+        const float* wr = wj + j * w_stride;
+        float wsum = 0.0f;
+        for (int64_t t = 0; t < n; ++t) wsum += wr[t];
+        float* o = lat + (j0 + j) * lat_stride;
+        const float* l8 = lat8.data() + j * G * 8;
+        for (int64_t c = 0; c < k; ++c)
+          o[c] += madd(scales[static_cast<size_t>(c)], l8[c], mins[static_cast<size_t>(c)] * wsum);
+        o[k] += wsum;
+      }
+    }
+    return;
+  }
+#endif
+  RowCodec::axpy_latent_many(params, codes, n, w, w_stride, nw, lat, lat_stride);
 }
 
 void PcaCodec::unproject_latent(const float* lat, float* acc) const {

@@ -75,6 +75,13 @@ class PcaCodec final : public store::RowCodec {
   void axpy_latent(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                    float* lat) const override;
   void unproject_latent(const float* lat, float* acc) const override;
+  /// Several queries (weight rows) at once: each row's codes are unpacked once for all of them;
+  /// every query gets the same operations, in the same order, as dot_rows (axpy_latent) alone.
+  void dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* qs,
+                     int64_t nq, float* out, int64_t out_stride) const override;
+  void axpy_latent_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                        int64_t w_stride, int64_t nw, float* lat,
+                        int64_t lat_stride) const override;
   /// Reference twins: decode the rows, then the fp32 product (what dot_rows / axpy_rows equal up
   /// to rounding).
   void dot_rows_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
@@ -103,6 +110,10 @@ class PcaCodec final : public store::RowCodec {
   void build_groups();
   /// This chunk's dequantizer: mins[j], scales[j].
   void chunk_ranges(const uint8_t* params, float* mins, float* scales) const;
+  /// A query against one chunk: returns c0 = mean . q + sum_j min_j (basis_j . q) and fills
+  /// w[j] = scale_j (basis_j . q); the projections are memoized per thread in memo slot `slot`.
+  float chunk_query(const float* q, int64_t slot, const float* mins, const float* scales,
+                    float* w) const;
 
   std::unique_ptr<transform::RowCoder> fitter_;  // released after fit
   transform::PcaSettings reader_;

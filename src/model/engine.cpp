@@ -173,15 +173,14 @@ struct Engine::Impl {
     }
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
       const int64_t cnt = std::min(store::kReadBlock, n - first);
-      if (pre) read_keys(K, positions, pre, first, cnt, kblock.data());
-      for (int64_t g = g0; g < g1; ++g) {
-        float* sc = scores + (g - g0) * m + first;
-        if (pre)
+      if (pre) {
+        read_keys(K, positions, pre, first, cnt, kblock.data());
+        for (int64_t g = g0; g < g1; ++g)
           store::float_dot_rows(store::FloatRows::F32,
                                 reinterpret_cast<const uint8_t*>(kblock.data()), 4 * D, cnt, D,
-                                qr + g * D, sc);
-        else
-          K.dot(first, cnt, qs + g * D, sc);
+                                qr + g * D, scores + (g - g0) * m + first);
+      } else {  // the group's queries together: a store unpacks each row once for all of them
+        K.dot_many(first, cnt, qs + g0 * D, ng, scores + first, m);
       }
     }
     for (int64_t g = g0; g < g1; ++g) {
@@ -205,8 +204,7 @@ struct Engine::Impl {
     }
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
       const int64_t cnt = std::min(store::kReadBlock, n - first);
-      for (int64_t g = g0; g < g1; ++g)
-        Vs.accumulate(first, cnt, scores + (g - g0) * m + first, att + g * D);
+      Vs.accumulate_many(first, cnt, scores + first, m, ng, att + g0 * D);
     }
     if (self_k)
       for (int64_t g = g0; g < g1; ++g) {

@@ -35,6 +35,14 @@ class HeadStore::Source final : public RowSource {
   void accumulate(int64_t first, int64_t n, const float* w, float* acc) const override {
     s_->accumulate(kv_, first, n, w, acc);
   }
+  void dot_many(int64_t first, int64_t n, const float* qs, int64_t nq, float* out,
+                int64_t out_stride) const override {
+    s_->dot_many(kv_, first, n, qs, nq, out, out_stride);
+  }
+  void accumulate_many(int64_t first, int64_t n, const float* w, int64_t w_stride, int64_t nw,
+                       float* acc) const override {
+    s_->accumulate_many(kv_, first, n, w, w_stride, nw, acc);
+  }
   void rebind(const HeadStore* s) { s_ = s; }
 
  private:
@@ -428,6 +436,48 @@ void HeadStore::accumulate(int kv, int64_t first, int64_t n, const float* w, flo
                  else
                    cd.axpy_rows(params, codes, m, w + i, acc);
                });
+}
+
+void HeadStore::dot_many(int kv, int64_t first, int64_t n, const float* qs, int64_t nq, float* out,
+                         int64_t out_stride) const {
+  const RowCodec& cd = *codec_[kv];
+  for_each_run(kv, first, n,
+               [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
+                 if (window) {
+                   for (int64_t j = 0; j < nq; ++j)
+                     float_dot_rows(FloatRows::F16, codes, 2 * D_, m, D_, qs + j * D_,
+                                    out + j * out_stride + i);
+                 } else {
+                   cd.dot_rows_many(params, codes, m, qs, nq, out + i, out_stride);
+                 }
+               });
+}
+
+void HeadStore::accumulate_many(int kv, int64_t first, int64_t n, const float* w, int64_t w_stride,
+                                int64_t nw, float* acc) const {
+  const RowCodec& cd = *codec_[kv];
+  const int64_t L = cd.latent_dim();
+  if (L <= 0 || nw <= 1) {
+    for (int64_t j = 0; j < nw; ++j) accumulate(kv, first, n, w + j * w_stride, acc + j * D_);
+    return;
+  }
+  // As accumulate(): every query's latent sum over the encoded runs, mapped back once each.
+  thread_local std::vector<float> lat;
+  lat.assign(static_cast<size_t>(L * nw), 0.0f);
+  bool any = false;
+  for_each_run(kv, first, n,
+               [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
+                 if (window) {
+                   for (int64_t j = 0; j < nw; ++j)
+                     float_axpy_rows(FloatRows::F16, codes, 2 * D_, m, D_, w + j * w_stride + i,
+                                     acc + j * D_);
+                 } else {
+                   cd.axpy_latent_many(params, codes, m, w + i, w_stride, nw, lat.data(), L);
+                   any = true;
+                 }
+               });
+  if (any)
+    for (int64_t j = 0; j < nw; ++j) cd.unproject_latent(lat.data() + j * L, acc + j * D_);
 }
 
 StoreBytes HeadStore::bytes() const {

@@ -67,6 +67,12 @@ class HeadStore {
   void dot(int kv, int64_t first, int64_t n, const float* q, float* out) const;
   /// acc[d] += sum_i w[i] * slot (first + i)[d], slots in order, on the stored bytes.
   void accumulate(int kv, int64_t first, int64_t n, const float* w, float* acc) const;
+  /// dot / accumulate for several queries or weight rows at once (RowSource::dot_many /
+  /// accumulate_many): the codec unpacks each run of rows once for all of them.
+  void dot_many(int kv, int64_t first, int64_t n, const float* qs, int64_t nq, float* out,
+                int64_t out_stride) const;
+  void accumulate_many(int kv, int64_t first, int64_t n, const float* w, int64_t w_stride,
+                       int64_t nw, float* acc) const;
   /// The keys / values as RowSources (valid while this store lives; they follow its size).
   const RowSource& keys() const;
   const RowSource& values() const;

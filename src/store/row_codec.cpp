@@ -53,6 +53,18 @@ class DecodedRows final : public RowSource {
 
 }  // namespace
 
+void RowCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                             const float* qs, int64_t nq, float* out, int64_t out_stride) const {
+  for (int64_t j = 0; j < nq; ++j) dot_rows(params, codes, n, qs + j * dim(), out + j * out_stride);
+}
+
+void RowCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                                const float* w, int64_t w_stride, int64_t nw, float* lat,
+                                int64_t lat_stride) const {
+  for (int64_t j = 0; j < nw; ++j)
+    axpy_latent(params, codes, n, w + j * w_stride, lat + j * lat_stride);
+}
+
 void RowCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
                         float* out) const {
   DecodedRows(*this, params, codes, n).dot(0, n, q, out);

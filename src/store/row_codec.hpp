@@ -105,6 +105,15 @@ class RowCodec {
     (void)params, (void)codes, (void)n, (void)w, (void)lat;
   }
   virtual void unproject_latent(const float* lat, float* acc) const { (void)lat, (void)acc; }
+  /// dot_rows for nq queries (query j at qs + j * dim(), results at out + j * out_stride), each
+  /// with the bits dot_rows gives it alone. Default: dot_rows per query.
+  virtual void dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                             const float* qs, int64_t nq, float* out, int64_t out_stride) const;
+  /// axpy_latent for nw weight rows (weights j at w + j * w_stride, added to the latent sum at
+  /// lat + j * lat_stride), each with the bits axpy_latent gives it alone. Default: per row.
+  virtual void axpy_latent_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                                const float* w, int64_t w_stride, int64_t nw, float* lat,
+                                int64_t lat_stride) const;
 
   // ---- what attention must know
   /// True when the codec wants keys before RoPE (the engine rotates what it reads).

@@ -47,4 +47,14 @@ void RowSource::accumulate(int64_t first, int64_t n, const float* w, float* acc)
   });
 }
 
+void RowSource::dot_many(int64_t first, int64_t n, const float* qs, int64_t nq, float* out,
+                         int64_t out_stride) const {
+  for (int64_t j = 0; j < nq; ++j) dot(first, n, qs + j * dim(), out + j * out_stride);
+}
+
+void RowSource::accumulate_many(int64_t first, int64_t n, const float* w, int64_t w_stride,
+                                int64_t nw, float* acc) const {
+  for (int64_t j = 0; j < nw; ++j) accumulate(first, n, w + j * w_stride, acc + j * dim());
+}
+
 }  // namespace vq::store

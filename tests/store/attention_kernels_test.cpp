@@ -470,6 +470,53 @@ TEST(StoreAttention, DotAndAccumulateEqualReadThenAttend) {
   }
 }
 
+// dot_many / accumulate_many (the query heads of one KV head at once) give every query the bits
+// dot / accumulate give it alone, for every store kind, any query count (batches of up to 8
+// and a remainder) and reads cut into blocks.
+TEST(StoreAttention, ManyQueriesEqualOneAtATime) {
+  const int64_t D = 64, n = 61;
+  for (const StoreCase& sc : store_cases(D)) {
+    SCOPED_TRACE(sc.name);
+    vq::store::HeadStore hs(sc.make(0), sc.make(1));
+    const auto k = randn(n * D, 61, 1.5), v = randn(n * D, 62);
+    for (int64_t t = 0; t < n; ++t) {
+      hs.append(k.data() + t * D, v.data() + t * D, t);
+      if (t % 9 == 8) hs.settle();
+    }
+    hs.settle();
+    hs.remove(11);
+    const int64_t m = hs.size();
+    for (int64_t nq : {1, 2, 3, 4, 5, 8, 9, 13}) {
+      SCOPED_TRACE(nq);
+      const auto qs = randn(nq * D, 63 + static_cast<uint64_t>(nq));
+      const int64_t stride = m + 3;  // rows of results and weights with a gap between them
+      const auto w = randn(nq * stride, 70 + static_cast<uint64_t>(nq), 0.2);
+      for (int kv = 0; kv < 2; ++kv) {
+        const vq::store::RowSource& src = kv == 0 ? hs.keys() : hs.values();
+        for (int64_t blk : {m, int64_t{7}}) {
+          std::vector<float> many(static_cast<size_t>(nq * stride), -1.0f), one(many);
+          for (int64_t f = 0; f < m; f += blk) {
+            const int64_t c = std::min(blk, m - f);
+            src.dot_many(f, c, qs.data(), nq, many.data() + f, stride);
+            for (int64_t j = 0; j < nq; ++j)
+              src.dot(f, c, qs.data() + j * D, one.data() + j * stride + f);
+          }
+          EXPECT_TRUE(same_bits(many.data(), one.data(), nq * stride)) << "dot, blocks " << blk;
+          std::vector<float> acc_many(static_cast<size_t>(nq * D), 0.25f), acc_one(acc_many);
+          for (int64_t f = 0; f < m; f += blk) {
+            const int64_t c = std::min(blk, m - f);
+            src.accumulate_many(f, c, w.data() + f, stride, nq, acc_many.data());
+            for (int64_t j = 0; j < nq; ++j)
+              src.accumulate(f, c, w.data() + j * stride + f, acc_one.data() + j * D);
+          }
+          EXPECT_TRUE(same_bits(acc_many.data(), acc_one.data(), nq * D))
+              << "accumulate, blocks " << blk;
+        }
+      }
+    }
+  }
+}
+
 TEST(StoreAttention, DefaultAndConcatSourcesAgree) {
   const int64_t D = 24, na = 300, nb = 9;  // a longer than one scratch block
   const auto a = randn(na * D, 51), b = randn(nb * D, 52), q = randn(D, 53);
