@@ -40,7 +40,7 @@ struct EngineLimits {
   double bandwidth_start = 0;  ///< the copy measured before the first row
   double bandwidth_end = 0;    ///< the copy measured again after the last row
   double fma_flops = 0;        ///< FLOP/s
-  std::string fma_kernel;      ///< "avx2-fma" or "scalar"
+  std::string fma_kernel;      ///< "avx512-fma", "avx2-fma" or "scalar"
 };
 
 struct EngineRow {
