@@ -486,6 +486,23 @@ void axpy_many_runs(const Rows& rows, const float* w, int64_t w_stride, const Gr
   for (; g0 + NG <= G; g0 += NG) axpy_groups_many<NW, NG>(rows, w, w_stride, tab, G, g0, lat8);
   for (; g0 < G; ++g0) axpy_groups_many<NW, 1>(rows, w, w_stride, tab, G, g0, lat8);
 }
+// The kernels by batch size (index m = queries in the batch, 1 .. kMaxMany).
+using DotManyFn = void (*)(const Rows&, const GroupTables&, int64_t, const float*, const float*,
+                           float*, int64_t);
+constexpr DotManyFn kDotMany[] = {nullptr,
+                                  dot_groups_many<1>,
+                                  dot_groups_many<2>,
+                                  dot_groups_many<3>,
+                                  dot_groups_many<4>,
+                                  dot_groups_many<5>,
+                                  dot_groups_many<6>,
+                                  dot_groups_many<7>,
+                                  dot_groups_many<8>};
+using AxpyManyFn = void (*)(const Rows&, const float*, int64_t, const GroupTables&, int64_t,
+                            float*);
+constexpr AxpyManyFn kAxpyMany[] = {nullptr,           axpy_many_runs<1>, axpy_many_runs<2>,
+                                    axpy_many_runs<3>, axpy_many_runs<4>, axpy_many_runs<5>,
+                                    axpy_many_runs<6>, axpy_many_runs<7>, axpy_many_runs<8>};
 #endif
 
 constexpr int64_t kMaxMany = 8;  // queries per batched call; more are split into batches
@@ -518,33 +535,7 @@ void PcaCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_
             chunk_query(qs + (j0 + j) * D, j0 + j, mins.data(), scales.data(), wj.data());
         std::copy_n(wj.begin(), k, w8.begin() + j * G * 8);
       }
-      float* o = out + j0 * out_stride;
-      switch (m) {
-        case 1:
-          dot_groups_many<1>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-        case 2:
-          dot_groups_many<2>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-        case 3:
-          dot_groups_many<3>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-        case 4:
-          dot_groups_many<4>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-        case 5:
-          dot_groups_many<5>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-        case 6:
-          dot_groups_many<6>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-        case 7:
-          dot_groups_many<7>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-        default:
-          dot_groups_many<8>(rows, tab, G, w8.data(), c0.data(), o, out_stride);
-          break;
-      }
+      kDotMany[m](rows, tab, G, w8.data(), c0.data(), out + j0 * out_stride, out_stride);
     }
     return;
   }
@@ -573,32 +564,7 @@ void PcaCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int
       const int64_t m = std::min(kMaxMany, nw - j0);
       lat8.assign(static_cast<size_t>(m * G * 8), 0.0f);
       const float* wj = w + j0 * w_stride;
-      switch (m) {
-        case 1:
-          axpy_many_runs<1>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-        case 2:
-          axpy_many_runs<2>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-        case 3:
-          axpy_many_runs<3>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-        case 4:
-          axpy_many_runs<4>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-        case 5:
-          axpy_many_runs<5>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-        case 6:
-          axpy_many_runs<6>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-        case 7:
-          axpy_many_runs<7>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-        default:
-          axpy_many_runs<8>(rows, wj, w_stride, tab, G, lat8.data());
-          break;
-      }
+      kAxpyMany[m](rows, wj, w_stride, tab, G, lat8.data());
       // As axpy_latent: the weights' sum in order, then each component's affine map.
       for (int64_t j = 0; j < m; ++j) {
         const float* wr = wj + j * w_stride;
