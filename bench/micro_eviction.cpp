@@ -15,8 +15,9 @@ void run_cache(benchmark::State& state, const std::string& spec_prefix) {
   const int64_t extra = 128;
   const auto k = vq::bench::realistic_kv(n + extra, D, 1, true);
   const auto v = vq::bench::realistic_kv(n + extra, D, 2, false);
+  const char* sep = spec_prefix.find(':') == std::string::npos ? ":" : ",";
   auto cache = vq::make_cache(
-      spec_prefix + (spec_prefix == "full" ? "" : ":budget=" + std::to_string(n)), D);
+      spec_prefix + (spec_prefix == "full" ? "" : sep + ("budget=" + std::to_string(n))), D);
   cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D),
                 vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
   std::vector<vq::Tensor> ks, vs;
@@ -39,6 +40,10 @@ void BM_CurdkvFast(benchmark::State& s) {
   run_cache(s, "curdkv");
 }
 
+void BM_CurdkvHeavy(benchmark::State& s) {
+  run_cache(s, "curdkv:solver=heavy");
+}
+
 void BM_LeverageReference(benchmark::State& state) {
   const int64_t n = state.range(0), D = state.range(1);
   const auto v = vq::bench::realistic_kv(n, D, 3, false);
@@ -53,5 +58,6 @@ void BM_LeverageReference(benchmark::State& state) {
 
 BENCHMARK(BM_H2O)->Args({512, 128})->Args({2048, 128});
 BENCHMARK(BM_CurdkvFast)->Args({512, 128})->Args({2048, 128});
+BENCHMARK(BM_CurdkvHeavy)->Args({512, 64})->Args({512, 128})->Args({4096, 64});
 BENCHMARK(BM_LeverageReference)->Args({512, 128});
 BENCHMARK_MAIN();

@@ -15,6 +15,7 @@
 
 #include "core/options.hpp"
 #include "eviction/eviction_cache.hpp"
+#include "eviction/heavy_leverage.hpp"
 #include "eviction/leverage.hpp"
 
 using vq::eviction::SubspaceLeverage;
@@ -35,6 +36,8 @@ class CurDKVCache final : public eviction::EvictionCache {
         use_queries_(c.get_string("query") == "true"),
         refresh_(c.get_int("refresh")),
         reference_(c.get_string("solver") == "reference"),
+        heavy_(c.get_string("solver") == "heavy"),
+        heavy_limits_{c.get_float("heavy_mass"), c.get_int("heavy_rows"), c.get_int("sweep")},
         solver_(c.get_string("solver") == "fast" ? eviction::LeverageSolver::one_iteration
                                                  : eviction::LeverageSolver::converged) {}
 
@@ -43,6 +46,8 @@ class CurDKVCache final : public eviction::EvictionCache {
                 const eviction::QueryRows& q, int64_t pos) override {
     if (reference_) {
       on_token_reference(st, k, v, q, pos);
+    } else if (heavy_) {
+      on_token_heavy(st, k, v, q, pos);
     } else {
       on_token_fast(st, k, v, q, pos);
     }
@@ -55,6 +60,7 @@ class CurDKVCache final : public eviction::EvictionCache {
       const int64_t last = st.n - 1;
       remove_slot(st, victim);  // the last row moves into the victim's slot
       if (fast_path()) trackers_[head_index(st)].row_moved(last, victim);
+      if (heavy_) heavy_trackers_[head_index(st)].row_moved(last, victim);
     }
   }
 
@@ -68,6 +74,8 @@ class CurDKVCache final : public eviction::EvictionCache {
     EvictionCache::on_shape_known(B, H);
     trackers_.assign(static_cast<size_t>(B * H), SubspaceLeverage(solver_));
     for (auto& t : trackers_) t.set_refresh(refresh_);
+    heavy_trackers_.assign(heavy_ ? static_cast<size_t>(B * H) : 0,
+                           eviction::HeavyLeverage(heavy_limits_));
     generation_.assign(static_cast<size_t>(B * H), 0);
   }
 
@@ -151,6 +159,59 @@ class CurDKVCache final : public eviction::EvictionCache {
     st.score[static_cast<size_t>(slot)] = seed;
   }
 
+  // solver=heavy: the leverage from the rows that hold the block's energy (HeavyLeverage), the
+  // same attention and seeding as the fast path.
+  void on_token_heavy(eviction::HeadState& st, const float* k, const float* v,
+                      const eviction::QueryRows& q, int64_t pos) {
+    const int64_t D = head_dim();
+    Buffers& w = scratch_.local();
+    eviction::HeavyLeverage& lev = heavy_trackers_[head_index(st)];
+    if (generation_[head_index(st)] != st.kv.generation()) {  // encoded rows decode differently
+      lev.invalidate();
+      generation_[head_index(st)] = st.kv.generation();
+    }
+    const bool had_stored = st.n > 0;
+    if (had_stored) {
+      const int64_t n0 = st.n;
+      w.attn.resize(static_cast<size_t>(n0));
+      w.tmp.resize(static_cast<size_t>(n0));
+      w.lev.resize(static_cast<size_t>(n0));
+      eviction::driving_attention(keys(st), n0, k, q, use_queries_, w.attn.data(), w.tmp.data());
+      lev.score(values(st), w.attn.data(), n0, rank_cap_, w.lev.data());
+      accumulate(st);
+    }
+    const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
+    lev.row_replaced(slot);
+    if (!had_stored) {  // a lone row holds all of its block's energy
+      w.vrow.resize(static_cast<size_t>(D));
+      values(st).read(slot, 1, w.vrow.data());
+      bool nonzero = false;
+      for (float x : w.vrow) nonzero = nonzero || x != 0.0f;
+      st.score[static_cast<size_t>(slot)] = nonzero ? 1.0 : 0.0;
+      return;
+    }
+    w.vrow.resize(static_cast<size_t>(D));
+    values(st).read(slot, 1, w.vrow.data());
+    w.wnew.resize(D);
+    if (!use_queries_ || q.G <= 1) {  // the old rows' weights scale by 1 - a'_new
+      const double a_new = newcomer_attention(st, slot, k, q);
+      for (int64_t d = 0; d < D; ++d)
+        w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
+      st.score[static_cast<size_t>(slot)] =
+          lev.seed_scaled(1.0 - a_new, w.wnew.data(), D, rank_cap_);
+      return;
+    }
+    const int64_t n = st.n;  // several query heads: the old rows' weights from a second pass
+    w.attn.resize(static_cast<size_t>(n));
+    w.tmp.resize(static_cast<size_t>(n));
+    eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
+    const double a_new = w.attn[static_cast<size_t>(slot)];
+    for (int64_t d = 0; d < D; ++d)
+      w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
+    st.score[static_cast<size_t>(slot)] =
+        lev.seed_reweighted(w.attn.data(), w.wnew.data(), D, rank_cap_);
+  }
+
   // The newcomer's share a'_new of the attention over the enlarged block [0, n0] (slot = n0),
   // from the scored block's attention attn[0, n0) and two logits instead of another pass:
   // for any stored j, sum_i exp(s_i - s_new) = exp(s_j - s_new) / a_j, so
@@ -202,6 +263,8 @@ class CurDKVCache final : public eviction::EvictionCache {
   bool use_queries_;
   int64_t refresh_;
   bool reference_;
+  bool heavy_;
+  eviction::HeavyLimits heavy_limits_;
   eviction::LeverageSolver solver_;
   // solver=fast: the one-iteration tracker on the stored values, told about every slot change
   bool fast_path() const {
@@ -216,10 +279,13 @@ class CurDKVCache final : public eviction::EvictionCache {
   };
   eviction::Scratch<Buffers> scratch_;
   std::vector<SubspaceLeverage> trackers_;
+  std::vector<eviction::HeavyLeverage> heavy_trackers_;  // solver=heavy
   std::vector<int64_t> generation_;  // per head: the store generation the trackers last saw
   int64_t policy_bytes() const override {
     int64_t b = eviction::buffer_bytes(trackers_) + eviction::buffer_bytes(generation_);
     for (const auto& t : trackers_) b += t.bytes();
+    b += eviction::buffer_bytes(heavy_trackers_);
+    for (const auto& t : heavy_trackers_) b += t.bytes();
     return b;
   }
 };
@@ -244,9 +310,16 @@ MethodInfo curdkv_method_info() {
       opt_int("refresh", 1, 1, 4096,
               "solver=fast: iterate the leverage subspace every this many tokens (1: every "
               "token); in between, tokens are scored against the last basis"),
-      opt_choice("solver", "fast", {"fast", "exact", "reference"},
-                 "leverage routine: tracked subspace (fast), converged Gram subspace (exact), or "
-                 "the full-SVD oracle"),
+      opt_choice("solver", "fast", {"fast", "heavy", "exact", "reference"},
+                 "leverage routine: tracked subspace (fast), tracked on the rows holding the "
+                 "energy (heavy), converged Gram subspace (exact), or the full-SVD oracle"),
+      opt_float("heavy_mass", "0.99", 0.01, 1.0,
+                "solver=heavy: share of the weighted block's energy the heavy rows must hold"),
+      opt_int("heavy_rows", 32, 1, 65536,
+              "solver=heavy: most heavy rows per token (at least rank_cap are used)"),
+      opt_int("sweep", 64, 0, 1 << 20,
+              "solver=heavy: a light row's projection is renewed at least every this many "
+              "tokens (0: only when it turns heavy)"),
   };
   eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) {

@@ -493,14 +493,17 @@ float squared_norm(const float* x, int64_t m) {
   return s;
 }
 
-// ||b||^2 - (b . z)^2 for z the unit eigenvector of the smallest eigenvalue of the symmetric
-// T (m x m): the energy of b in the other m - 1 eigendirections, which is what the seed needs
-// when its Rayleigh-Ritz drops exactly one direction. A full eigensolve spends most of its time
-// on vectors that are thrown away; here: tridiagonalize, bisect (Sturm counts) for the smallest
-// eigenvalue, inverse iteration (LDL^T of T - s I, s just below it, positive definite so no
-// pivoting), and map back. Returns false (caller does the full eigensolve) on anything
-// non-finite or a pivot that is not positive.
-bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b, double& out) {
+}  // namespace
+
+// (declared in leverage.hpp) ||b||^2 - (b . z)^2 for z the unit eigenvector of the smallest
+// eigenvalue of the symmetric T (m x m): the energy of b in the other m - 1 eigendirections, which
+// is what the seed needs when its Rayleigh-Ritz drops exactly one direction. A full eigensolve
+// spends most of its time on vectors that are thrown away; here: tridiagonalize, bisect (Sturm
+// counts) for the smallest eigenvalue, inverse iteration (LDL^T of T - s I, s just below it,
+// positive definite so no pivoting), and map back. Returns false (caller does the full eigensolve)
+// on anything non-finite or a pivot that is not positive.
+bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b, double& out,
+                             double abs_tol) {
   const Eigen::Index m = T.rows();
   if (m < 2) return false;
   Eigen::Tridiagonalization<Eigen::MatrixXd> tri(T);
@@ -528,7 +531,13 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
     }
     return c;
   };
-  for (int it = 0; it < 200 && hi - lo > 2 * eps * std::max(std::abs(lo), std::abs(hi)) + pivmin;
+  // bisect to full relative precision, or (abs_tol > 0) to abs_tol * ||T||: three inverse
+  // iterations from a shift that close converge unless the two smallest eigenvalues are
+  // within ~abs_tol * 1e3 of each other, where dropping either is as good
+  const double width = abs_tol > 0 ? abs_tol * nrm : 0.0;
+  for (int it = 0;
+       it < 200 &&
+       hi - lo > std::max(width, 2 * eps * std::max(std::abs(lo), std::abs(hi)) + pivmin);
        ++it) {
     const double mid = 0.5 * (lo + hi);
     if (count_below(mid) >= 1) {
@@ -559,8 +568,6 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
   out = std::max(b.squaredNorm() - p * p, 0.0);
   return std::isfinite(out);
 }
-
-}  // namespace
 
 SubspaceLeverage::Block SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a,
                                                         int64_t n, int64_t rank_cap, double* out) {
@@ -681,17 +688,7 @@ void SubspaceLeverage::score_scaled(const store::RowSource& V, const double* a, 
     // Q. Only the span matters downstream (row norms of W Q, the seed's Rayleigh-Ritz), so the
     // column signs it picks differently are immaterial. A column that loses nearly all of its
     // norm (Y numerically rank-deficient) sends the whole basis through Householder instead.
-    bool ok = true;
-    for (int64_t j = 0; j < k && ok; ++j) {
-      auto v = Yf_.col(j);
-      const float before = v.norm();
-      for (int pass = 0; pass < 2; ++pass)
-        for (int64_t i = 0; i < j; ++i) v -= Yf_.col(i).dot(v) * Yf_.col(i);
-      const float after = v.norm();
-      ok = after > 1e-4f * before && after > 0.0f && std::isfinite(after);
-      if (ok) v /= after;
-    }
-    if (ok) {
+    if (gram_schmidt_twice(Yf_)) {
       Qf_.swap(Yf_);
     } else {
       Yf_ = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,

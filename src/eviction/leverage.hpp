@@ -20,11 +20,40 @@ void leverage_fast(const double* W, int64_t n, int64_t D, int64_t rank_cap, doub
 }  // namespace vq::eviction
 
 #include <Eigen/Dense>
+#include <cmath>
 #include <vector>
 
 #include "veloxquant/row_source.hpp"
 
 namespace vq::eviction {
+
+/// out = ||b||^2 - (b . z)^2, z the unit eigenvector of the smallest eigenvalue of the symmetric
+/// T (m x m, m >= 2): b's energy in the other m - 1 eigendirections, what a seed's Rayleigh-Ritz
+/// needs when it drops exactly one direction. False (the caller runs a full eigensolve) on
+/// anything non-finite or not positive definite after the shift. abs_tol > 0 stops the
+/// eigenvalue bisection at abs_tol * ||T|| instead of full relative precision (fewer steps when
+/// the smallest eigenvalue is far below the largest).
+bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b, double& out,
+                             double abs_tol = 0.0);
+
+/// Orthonormalizes Y's columns in place by Gram-Schmidt, each column orthogonalized twice (fp32
+/// orthogonality to ~1e-7, like Householder, at a fraction of the cost of forming its Q). False
+/// when a column keeps no more than min_ratio of its norm (Y numerically rank-deficient): Y is
+/// then partly overwritten and the caller falls back to Householder on the original.
+template <typename Scalar>
+bool gram_schmidt_twice(Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>& Y,
+                        Scalar min_ratio = Scalar(1e-4)) {
+  for (Eigen::Index j = 0; j < Y.cols(); ++j) {
+    auto v = Y.col(j);
+    const Scalar before = v.norm();
+    for (int pass = 0; pass < 2; ++pass)
+      for (Eigen::Index i = 0; i < j; ++i) v -= Y.col(i).dot(v) * Y.col(i);
+    const Scalar after = v.norm();
+    if (!(after > min_ratio * before && after > Scalar(0) && std::isfinite(after))) return false;
+    v /= after;
+  }
+  return true;
+}
 
 /// Per-head fast leverage for CurDKV's decode loop.
 ///

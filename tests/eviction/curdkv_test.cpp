@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 
 #include "core/rng.hpp"
@@ -229,6 +230,7 @@ TEST(Curdkv, FastAndReferenceMakeTheSameDecisions) {
           vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=reference", data);
       EXPECT_EQ(vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=fast", data), ref);
       EXPECT_EQ(vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=exact", data), ref);
+      EXPECT_EQ(vq::bench::stream_and_keep("curdkv:budget=6,n_sink=0,solver=heavy", data), ref);
     }
   }
 }
@@ -289,6 +291,32 @@ TEST(Curdkv, FastSolverTracksTheOracleWhenTheRankCapTruncates) {
   EXPECT_LT(worst, 2e-3) << "largest per-token leverage gap " << worst;
 }
 
+// solver=heavy on the same random stream: uniform random keys give diffuse attention, the hard
+// case for a heavy set capped at 32 rows (here every row fits under the cap).
+TEST(Curdkv, HeavySolverTracksTheOracleWhenTheRankCapTruncates) {
+  auto K = vqtest::random_tensor(1, 2, 120, 32, 11);
+  auto V = vqtest::random_tensor(1, 2, 120, 32, 12);
+  for (const char* extra : {"", ",heavy_rows=16,heavy_mass=0.9"}) {
+    auto heavy = vq::make_cache(
+        std::string("curdkv:budget=40,n_sink=2,rank_cap=8,solver=heavy") + extra, 32);
+    auto ref = vq::make_cache("curdkv:budget=40,n_sink=2,rank_cap=8,solver=reference", 32);
+    heavy->update(K, V);
+    ref->update(K, V);
+    const auto pf = heavy->fetch().positions, pr = ref->fetch().positions;
+    int64_t common = 0;
+    for (int64_t h = 0; h < 2; ++h) {
+      std::vector<int64_t> a(pf.begin() + h * 40, pf.begin() + (h + 1) * 40);
+      std::vector<int64_t> b(pr.begin() + h * 40, pr.begin() + (h + 1) * 40);
+      std::vector<int64_t> both;
+      std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+      common += static_cast<int64_t>(both.size());
+    }
+    std::printf("[ curdkv heavy ] random stream%s: kept sets overlap in %lld of 80 slots\n", extra,
+                static_cast<long long>(common));
+    EXPECT_GE(common, std::string(extra).empty() ? 76 : 68) << extra;
+  }
+}
+
 TEST(Curdkv, MeanScoreProtectsAHighValueNewcomer) {
   // Many small-value tokens accumulate leverage over time; a late token with a large value has
   // only its seed. Cumulative scoring evicts it at once; mean scoring keeps it.
@@ -332,10 +360,14 @@ TEST(Curdkv, GroupedQueriesSeedFromTheScoredBlock) {
   auto K = vqtest::random_tensor(1, 1, S, D, 31);
   auto V = vqtest::random_tensor(1, 1, S, D, 32);
   auto Q = vqtest::random_tensor(1, 2, S, D, 33, 3.0);
-  for (const char* cap : {"16", "4"}) {
+  for (const char* cap : {"16", "4", "16,solver=heavy", "4,solver=heavy"}) {
     const std::string common = std::string("curdkv:budget=24,n_sink=2,rank_cap=") + cap;
-    auto fast = vq::make_cache(common + ",solver=fast", D);
-    auto ref = vq::make_cache(common + ",solver=reference", D);
+    const bool heavy = std::string(cap).find("heavy") != std::string::npos;
+    auto fast = vq::make_cache(common + (heavy ? "" : ",solver=fast"), D);
+    auto ref = vq::make_cache(std::string("curdkv:budget=24,n_sink=2,rank_cap=") +
+                                  (std::string(cap).rfind("16", 0) == 0 ? "16" : "4") +
+                                  ",solver=reference",
+                              D);
     int64_t identical = 0;
     for (int64_t s = 0; s < S; ++s) {
       const auto q = Q.slice_tokens(s, 1);
@@ -348,7 +380,7 @@ TEST(Curdkv, GroupedQueriesSeedFromTheScoredBlock) {
     std::sort(b.begin(), b.end());
     std::vector<int64_t> both;
     std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
-    if (std::string(cap) == "16") {
+    if (std::string(cap).rfind("16", 0) == 0) {
       EXPECT_EQ(identical, S) << "closed form: every step must match the oracle";
     } else {
       EXPECT_GE(both.size(), 22u) << "rank_cap 4: kept sets overlap in " << both.size() << "/24";

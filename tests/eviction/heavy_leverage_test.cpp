@@ -1,0 +1,215 @@
+// HeavyLeverage (curdkv solver=heavy): the subspace iterated on the rows that hold the weighted
+// block's energy, light rows scored from the projection they got when last projected.
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/rng.hpp"
+#include "eviction/heavy_leverage.hpp"
+#include "eviction/leverage.hpp"
+#include "veloxquant/row_source.hpp"
+
+namespace {
+
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using vq::eviction::HeavyLeverage;
+using vq::eviction::HeavyLimits;
+
+void fill_row(RowMatF& V, int64_t i, vq::Rng& rng) {
+  for (int64_t d = 0; d < V.cols(); ++d)
+    V(i, d) = static_cast<float>(rng.normal() / (1.0 + 0.2 * static_cast<double>(d)));
+}
+
+// softmax of scaled normals: a few rows carry most of the weight, like real attention
+std::vector<double> peaky_weights(int64_t n, double spread, vq::Rng& rng) {
+  std::vector<double> a(static_cast<size_t>(n));
+  double sum = 0;
+  for (auto& x : a) sum += (x = std::exp(spread * rng.normal()));
+  for (auto& x : a) x /= sum;
+  return a;
+}
+
+// the oracle's leverage of diag(a) V (rows [0, n)) at rank r
+std::vector<double> oracle(const RowMatF& V, const std::vector<double>& a, int64_t n, int64_t r) {
+  const int64_t D = V.cols();
+  std::vector<double> W(static_cast<size_t>(n * D)), out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < D; ++d)
+      W[static_cast<size_t>(i * D + d)] = a[static_cast<size_t>(i)] * static_cast<double>(V(i, d));
+  vq::eviction::leverage_reference(W.data(), n, D, r, out.data());
+  return out;
+}
+
+TEST(HeavyLeverage, RepeatedCallsOnOneBlockConvergeToTheOracle) {
+  // Every row heavy (mass 1, no cap): the warm-started iteration is plain subspace iteration on
+  // the block's Gram matrix, so calls on an unchanged block converge to the exact subspace.
+  vq::Rng rng(5);
+  const int64_t n = 60, D = 32, r = 6;
+  RowMatF V(n, D);
+  for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
+  const auto a = peaky_weights(n, 1.0, rng);
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  HeavyLeverage lev(HeavyLimits{1.0, 1 << 20, 1});
+  std::vector<double> got(static_cast<size_t>(n));
+  for (int it = 0; it < 300; ++it) lev.score(Vs, a.data(), n, r, got.data());
+  EXPECT_EQ(lev.heavy_rows(), n);
+  const auto want = oracle(V, a, n, r);
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  EXPECT_LT(worst, 2e-5) << "largest gap to the SVD oracle after convergence";
+  // and the seed: the newcomer's leverage in [c W; w] against the oracle on the enlarged block
+  RowMatF V1(n + 1, D);
+  V1.topRows(n) = V;
+  fill_row(V1, n, rng);
+  const double c = 0.8, a_new = 0.2;
+  Eigen::VectorXd w(D);
+  for (int64_t d = 0; d < D; ++d) w(d) = a_new * static_cast<double>(V1(n, d));
+  const double seed = lev.seed_scaled(c, w.data(), D, r);
+  std::vector<double> a1(a.begin(), a.end());
+  for (auto& x : a1) x *= c;
+  a1.push_back(a_new);
+  const auto want1 = oracle(V1, a1, n + 1, r);
+  // Rayleigh-Ritz in span(Q, u) is exact when the enlarged block's top directions lie there;
+  // here it is within a small fraction of the newcomer's leverage
+  EXPECT_NEAR(seed, want1[static_cast<size_t>(n)], 0.02 * want1[static_cast<size_t>(n)] + 1e-6);
+}
+
+TEST(HeavyLeverage, ScoresAreBoundedByTheClosedFormAndSumBelowOne) {
+  vq::Rng rng(9);
+  const int64_t n = 200, D = 64, r = 16;
+  RowMatF V(n, D);
+  for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  HeavyLeverage lev;  // defaults: 99% of the energy, at most 32 rows
+  std::vector<double> l(static_cast<size_t>(n));
+  for (int step = 0; step < 20; ++step) {
+    const auto a = peaky_weights(n, 2.5, rng);
+    lev.score(Vs, a.data(), n, r, l.data());
+    double E = 0, total = 0;
+    for (int64_t i = 0; i < n; ++i)
+      E += a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * V.row(i).squaredNorm();
+    for (int64_t i = 0; i < n; ++i) {
+      const double closed =
+          a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * V.row(i).squaredNorm() / E;
+      ASSERT_GE(l[static_cast<size_t>(i)], 0.0);
+      ASSERT_LE(l[static_cast<size_t>(i)], closed * (1 + 1e-5) + 1e-12) << "row " << i;
+      total += l[static_cast<size_t>(i)];
+    }
+    EXPECT_LE(total, 1.0 + 1e-5);
+    EXPECT_GE(lev.heavy_rows(), r);
+    EXPECT_LE(lev.heavy_rows(), 32);
+  }
+}
+
+TEST(HeavyLeverage, HeavyRowsFollowTheOracleOnPeakyAttention) {
+  // Real attention is concentrated: a handful of rows hold 99% of the weighted energy. After a
+  // few tokens' warm-up their leverages are close to the oracle's, and the light rows' are small.
+  vq::Rng rng(21);
+  const int64_t n = 300, D = 64, r = 8;
+  RowMatF V(n, D);
+  for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  HeavyLeverage lev;
+  std::vector<double> l(static_cast<size_t>(n));
+  double worst = 0;
+  for (int step = 0; step < 40; ++step) {
+    const auto a = peaky_weights(n, 3.0, rng);
+    lev.score(Vs, a.data(), n, r, l.data());
+    if (step < 10) continue;
+    const auto want = oracle(V, a, n, r);
+    for (size_t i = 0; i < l.size(); ++i) worst = std::max(worst, std::fabs(l[i] - want[i]));
+  }
+  EXPECT_LT(worst, 0.05) << "largest per-token leverage gap";
+}
+
+TEST(HeavyLeverage, SlotReportsMoveTheCachedProjections) {
+  // Two trackers see the same rows; one is told about every slot change, the other only that
+  // every row is new (invalidate). With every row heavy, every projection is recomputed each
+  // call, so both give the same bits: the cache holds nothing the result depends on. With a small
+  // heavy set and no sweep, the informed tracker's light rows keep their old projections, so the
+  // two differ: the cache is used.
+  for (const bool all_heavy : {true, false}) {
+    vq::Rng rng(17);
+    const int64_t n = 40, D = 32, r = 4;
+    RowMatF V(n + 1, D);
+    for (int64_t i = 0; i <= n; ++i) fill_row(V, i, rng);
+    const HeavyLimits lim = all_heavy ? HeavyLimits{1.0, 1 << 20, 0} : HeavyLimits{0.5, 6, 0};
+    HeavyLeverage informed(lim), fresh(lim);
+    std::vector<double> li(static_cast<size_t>(n)), lf(li.size());
+    Eigen::VectorXd w(D);
+    int64_t differs = 0;
+    for (int step = 0; step < 60; ++step) {
+      const auto a = peaky_weights(n, 2.0, rng);
+      fresh.invalidate();
+      const vq::store::Fp32Rows Vs(V.data(), n, D);
+      informed.score(Vs, a.data(), n, r, li.data());
+      fresh.score(Vs, a.data(), n, r, lf.data());
+      for (int64_t d = 0; d < D; ++d) w(d) = 0.1 * V(n, d);
+      const double si = informed.seed_scaled(0.9, w.data(), D, r);
+      const double sf = fresh.seed_scaled(0.9, w.data(), D, r);
+      if (all_heavy) {
+        for (size_t i = 0; i < li.size(); ++i) ASSERT_EQ(li[i], lf[i]) << "step " << step;
+        ASSERT_EQ(si, sf);
+      }
+      differs += li != lf;
+      // the cached norms belong to the rows now in their slots: no score above its closed form
+      double E = 0;
+      for (int64_t i = 0; i < n; ++i)
+        E += a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * V.row(i).squaredNorm();
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_LE(li[static_cast<size_t>(i)], a[static_cast<size_t>(i)] *
+                                                      a[static_cast<size_t>(i)] *
+                                                      V.row(i).squaredNorm() / E * (1 + 1e-5) +
+                                                  1e-12)
+            << "step " << step << " row " << i;
+      // CurDKV's slot changes: append at slot n, then the last row moves into an evicted slot
+      fill_row(V, n, rng);
+      const auto victim = static_cast<int64_t>(rng.below(static_cast<uint32_t>(n)));
+      informed.row_replaced(n);
+      V.row(victim) = V.row(n);
+      informed.row_moved(n, victim);
+      // and a scored row moved into another slot, its own slot refilled
+      const auto from = static_cast<int64_t>(rng.below(static_cast<uint32_t>(n)));
+      const auto to = static_cast<int64_t>(rng.below(static_cast<uint32_t>(n)));
+      if (from != to) {
+        V.row(to) = V.row(from);
+        informed.row_moved(from, to);
+        fill_row(V, from, rng);
+        informed.row_replaced(from);
+      }
+      fill_row(V, n, rng);
+    }
+    if (!all_heavy) {
+      EXPECT_GT(differs, 0);
+    }
+  }
+}
+
+TEST(HeavyLeverage, DegenerateBlocksGiveFiniteScores) {
+  const int64_t n = 30, D = 16, r = 4;
+  RowMatF V = RowMatF::Zero(n, D);
+  std::vector<double> a(static_cast<size_t>(n), 1.0 / n), l(static_cast<size_t>(n), -1);
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  HeavyLeverage lev;
+  lev.score(Vs, a.data(), n, r, l.data());
+  for (double x : l) EXPECT_EQ(x, 0.0);
+  Eigen::VectorXd w = Eigen::VectorXd::Ones(D);
+  EXPECT_DOUBLE_EQ(lev.seed_scaled(0.5, w.data(), D, r), 1.0) << "the newcomer holds all energy";
+  // rank-1 block: every row the same direction
+  for (int64_t i = 0; i < n; ++i) V.row(i).setConstant(static_cast<float>(i + 1));
+  lev.invalidate();  // every row rewritten in place
+  for (int step = 0; step < 3; ++step) {
+    lev.score(Vs, a.data(), n, r, l.data());
+    double total = 0;
+    for (double x : l) {
+      EXPECT_TRUE(std::isfinite(x));
+      total += x;
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5) << "one direction holds the whole block";
+  }
+}
+
+}  // namespace
