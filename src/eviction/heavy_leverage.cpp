@@ -19,13 +19,16 @@ void HeavyLeverage::ensure_slots(int64_t n) {
 }
 
 void HeavyLeverage::row_replaced(int64_t i) {
-  if (i >= 0 && i < static_cast<int64_t>(state_.size())) state_[static_cast<size_t>(i)] = kNothing;
+  if (i < 0) return;
+  if (i < static_cast<int64_t>(state_.size())) state_[static_cast<size_t>(i)] = kNothing;
+  dirty_.push_back(i);
 }
 
 void HeavyLeverage::row_moved(int64_t from, int64_t to) {
   const auto n = static_cast<int64_t>(state_.size());
   if (to < 0 || to >= n) return;
   const auto t = static_cast<size_t>(to);
+  dirty_.push_back(to);
   if (from < 0 || from >= n) {
     state_[t] = kNothing;
     return;
@@ -35,10 +38,11 @@ void HeavyLeverage::row_moved(int64_t from, int64_t to) {
   qn_[t] = qn_[f];
   state_[t] = state_[f];
   state_[f] = kNothing;
+  dirty_.push_back(from);
 }
 
 void HeavyLeverage::invalidate() {
-  std::fill(state_.begin(), state_.end(), kNothing);
+  all_dirty_ = true;
   ready_ = false;
 }
 
@@ -58,43 +62,48 @@ void HeavyLeverage::project_rows(const store::RowSource& V, const std::vector<in
 }
 
 // T_ = the heaviest rows (a_i^2 ||v_i||^2 descending, slot ascending on ties) until they hold
-// `mass` of E, at least `need` and at most cap = max(max_rows, need) of them. Two passes find
-// the candidates without sorting all n: rows are binned by how far below the heaviest they sit,
-// in eighths of a binary order of magnitude (the exponent and top 3 mantissa bits of the
-// double, which order positive doubles), and bins are taken from the top until they hold cap
-// rows; only those rows are ranked.
-void HeavyLeverage::select_heavy(int64_t n, int64_t need) {
-  const auto cap = static_cast<int64_t>(std::min<int64_t>(n, std::max(lim_.max_rows, need)));
-  constexpr int kBins = 256;  // 32 octaves; everything lighter shares the last bin
+// `mass` of E, at least `need` and at most cap = max(max_rows, need) of them. The candidates are
+// found without sorting all n: rows are binned by how far below the heaviest they sit, in eighths
+// of a binary order of magnitude (the exponent and top 3 mantissa bits of the double, which order
+// positive doubles), and bins are taken from the top until they hold cap rows; a crowded last bin
+// is split again by the next 8 mantissa bits; only the rows above the split are ranked. Rows more
+// than 2^-32 below the heaviest (less than 1e-9 of it each) count as weightless: when some of
+// them are needed to reach `need`, the lowest slots are taken.
+void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
+  const auto cap = std::min<int64_t>(n, std::max(lim_.max_rows, need));
+  constexpr int kBins = 256;  // 32 octaves, then the weightless bin
+  constexpr int kWeightless = kBins;
   const auto bits_of = [](double x) {
     uint64_t bits;
     std::memcpy(&bits, &x, sizeof bits);
     return bits;
   };
-  double mx = 0;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, e_[static_cast<size_t>(i)]);
-  const auto top = static_cast<int64_t>(bits_of(mx) >> 49);
-  std::array<int32_t, kBins> hist{};
+  const auto top = static_cast<int64_t>(bits_of(heaviest) >> 49);
+  // four interleaved histograms: consecutive rows in one bin do not wait on each other's count
+  std::array<std::array<int32_t, kBins + 1>, 4> hist{};
   bin_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const auto key = static_cast<int64_t>(bits_of(e_[static_cast<size_t>(i)]) >> 49);
-    const auto b = static_cast<int>(std::min<int64_t>(kBins - 1, top - key));
+    const auto b = static_cast<int>(std::min<int64_t>(kWeightless, top - key));
     bin_[static_cast<size_t>(i)] = static_cast<uint16_t>(b);
-    hist[static_cast<size_t>(b)] += 1;
+    hist[static_cast<size_t>(i & 3)][static_cast<size_t>(b)] += 1;
   }
-  int cut = kBins - 1;
+  const auto count = [&](int b) {
+    const auto k = static_cast<size_t>(b);
+    return static_cast<int64_t>(hist[0][k]) + hist[1][k] + hist[2][k] + hist[3][k];
+  };
+  int cut = kWeightless;
   int64_t above = 0;  // rows in the bins before `cut`
-  for (int b = 0; b < kBins; ++b) {
-    if (above + hist[static_cast<size_t>(b)] >= cap) {
+  for (int b = 0; b < kWeightless; ++b) {
+    const int64_t c = count(b);
+    if (above + c >= cap) {
       cut = b;
       break;
     }
-    above += hist[static_cast<size_t>(b)];
+    above += c;
   }
-  // the cut bin split again by the next 8 mantissa bits (rows of one bin share everything above
-  // them), so that few more than cap rows are ranked when many weights are alike
-  int sub = 0;
-  if (cut < kBins - 1 && hist[static_cast<size_t>(cut)] > 2 * (cap - above)) {
+  int sub = 0;  // rows of the cut bin from this sub-bin up are candidates
+  if (cut < kWeightless && count(cut) > 2 * (cap - above)) {
     std::array<int32_t, 256> h2{};
     for (int64_t i = 0; i < n; ++i)
       if (bin_[static_cast<size_t>(i)] == cut)
@@ -111,8 +120,8 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need) {
   cand_.clear();
   for (int64_t i = 0; i < n; ++i) {
     const int b = bin_[static_cast<size_t>(i)];
-    if (b < cut ||
-        (b == cut && static_cast<int>((bits_of(e_[static_cast<size_t>(i)]) >> 41) & 0xff) >= sub))
+    if (b < cut || (b == cut && cut < kWeightless &&
+                    static_cast<int>((bits_of(e_[static_cast<size_t>(i)]) >> 41) & 0xff) >= sub))
       cand_.emplace_back(e_[static_cast<size_t>(i)], i);
   }
   const auto heavier = [](const std::pair<double, int64_t>& x,
@@ -125,6 +134,9 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need) {
     cand_.resize(static_cast<size_t>(cap));
   }
   std::sort(cand_.begin(), cand_.end(), heavier);
+  for (int64_t i = 0; i < n && cut == kWeightless && static_cast<int64_t>(cand_.size()) < cap; ++i)
+    if (bin_[static_cast<size_t>(i)] == kWeightless)
+      cand_.emplace_back(e_[static_cast<size_t>(i)], i);
   T_.clear();
   const double target = lim_.mass * E_;
   double held = 0;
@@ -140,6 +152,13 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need) {
 // triangular solves, in double. False when Y is too ill-conditioned for it (the caller uses
 // Householder instead).
 bool HeavyLeverage::cholesky_qr2(Eigen::MatrixXd& Y) {
+  // Y = (Gram) Q has columns of very different lengths (the Gram matrix's eigenvalues); unit
+  // columns leave only the angles between them in its condition number
+  for (Eigen::Index j = 0; j < Y.cols(); ++j) {
+    const double norm = Y.col(j).norm();
+    if (!(norm > 0) || !std::isfinite(norm)) return false;
+    Y.col(j) /= norm;
+  }
   for (int pass = 0; pass < 2; ++pass) {
     C_.noalias() = Y.transpose() * Y;
     Eigen::LLT<Eigen::MatrixXd> llt(C_);
@@ -147,7 +166,12 @@ bool HeavyLeverage::cholesky_qr2(Eigen::MatrixXd& Y) {
     const auto R = llt.matrixU();
     const Eigen::VectorXd d = llt.matrixLLT().diagonal();
     if (!(d.minCoeff() > 1e-7 * d.maxCoeff()) || !std::isfinite(d.maxCoeff())) return false;
-    R.solveInPlace<Eigen::OnTheRight>(Y);
+    // Y R^-1 as one product with the small inverse (Eigen's right-hand triangular solve is
+    // slower at these sizes)
+    Rinv_.setIdentity(Y.cols(), Y.cols());
+    R.solveInPlace(Rinv_);
+    Yt_.noalias() = Y * Rinv_.triangularView<Eigen::Upper>();
+    Y.swap(Yt_);
   }
   return true;
 }
@@ -162,16 +186,44 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
   if (n <= 0) return;
   ensure_slots(n);
   row_.resize(D);
-  for (int64_t i = 0; i < n; ++i) {
-    if (state_[static_cast<size_t>(i)] != kNothing) continue;
+  // the slots whose cache may be stale: reported changes, slots never seen, or all of them
+  if (all_dirty_) {
+    std::fill(state_.begin(), state_.end(), kNothing);
+    dirty_.clear();
+    for (int64_t i = 0; i < n; ++i) dirty_.push_back(i);
+    all_dirty_ = false;
+  } else {
+    for (int64_t i = seen_; i < n; ++i) dirty_.push_back(i);
+  }
+  seen_ = std::max(seen_, n);
+  for (const int64_t i : dirty_) {
+    if (i >= n || state_[static_cast<size_t>(i)] != kNothing) continue;
     V.read(i, 1, row_.data());
     vn_[static_cast<size_t>(i)] = row_.squaredNorm();
     state_[static_cast<size_t>(i)] = kNorm;
   }
+  // E and the heaviest row in four interleaved partial results (a fixed order, so the same bits
+  // on every run; one serial chain of n dependent adds would be several times slower)
   e_.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    e_[static_cast<size_t>(i)] = a[i] * a[i] * static_cast<double>(vn_[static_cast<size_t>(i)]);
-  for (int64_t i = 0; i < n; ++i) E_ += e_[static_cast<size_t>(i)];
+  double part[4] = {0, 0, 0, 0}, top[4] = {0, 0, 0, 0};
+  const float* vn = vn_.data();
+  double* ev = e_.data();
+  int64_t i0 = 0;
+  for (; i0 + 4 <= n; i0 += 4)
+    for (int j = 0; j < 4; ++j) {
+      const double e = a[i0 + j] * a[i0 + j] * static_cast<double>(vn[i0 + j]);
+      ev[i0 + j] = e;
+      part[j] += e;
+      top[j] = std::max(top[j], e);
+    }
+  for (int j = 0; i0 + j < n; ++j) {
+    const double e = a[i0 + j] * a[i0 + j] * static_cast<double>(vn[i0 + j]);
+    ev[i0 + j] = e;
+    part[j] += e;
+    top[j] = std::max(top[j], e);
+  }
+  E_ = (part[0] + part[1]) + (part[2] + part[3]);
+  const double heaviest = std::max(std::max(top[0], top[1]), std::max(top[2], top[3]));
   Eigen::Map<Eigen::VectorXd> l(out, n);
   if (!(E_ > 0)) {
     l.setZero();
@@ -185,7 +237,7 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
     // every row, from an exact eigensolve below
     if (std::min<int64_t>({rank_cap, n + 1, D}) == std::min(n + 1, D)) return;
   }
-  select_heavy(n, closed ? n : rank);
+  select_heavy(n, closed ? n : rank, heaviest);
   const auto t = static_cast<int64_t>(T_.size());
   Vt_.resize(t, D);
   at_.resize(t);
@@ -232,8 +284,14 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
     }
     cursor_ = (cursor_ + m) % n;
   }
-  for (int64_t i = 0; i < n; ++i)
-    if (state_[static_cast<size_t>(i)] != kProjected) redo_.push_back(i);
+  for (const int64_t i : dirty_) {
+    if (i >= n || state_[static_cast<size_t>(i)] == kProjected ||
+        state_[static_cast<size_t>(i)] == kQueued)
+      continue;
+    state_[static_cast<size_t>(i)] = kQueued;  // listed once even if reported twice
+    redo_.push_back(i);
+  }
+  dirty_.clear();
   project_rows(V, redo_);
   if (!closed) {
     const double inv = 1.0 / E_;
@@ -298,7 +356,7 @@ double HeavyLeverage::seed(Weight b, double energy, const double* w_new, int64_t
   Tm.noalias() += wb * wb.transpose();
   if (m <= r) return wb.squaredNorm() / total;  // nothing to drop
   double kept = 0;
-  if (energy_outside_smallest(Tm, wb, kept, 1e-10)) return kept / total;
+  if (energy_outside_smallest(Tm, wb, kept, 1e-6)) return kept / total;
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(Tm);
   return (wb.transpose() * es.eigenvectors().rightCols(r)).squaredNorm() / total;
 }
@@ -311,9 +369,10 @@ int64_t HeavyLeverage::bytes() const {
   const auto e = [](const auto& x) {
     return static_cast<int64_t>(x.size()) * static_cast<int64_t>(sizeof(float));
   };
-  return v(vn_) + v(qn_) + v(state_) + v(e_) + v(cand_) + v(T_) + v(redo_) + v(bin_) +
-         static_cast<int64_t>(Yd_.size() * sizeof(double)) + e(Vt_) + e(Pt_) + e(Vr_) + e(Pr_) +
-         e(Q_) + e(Y_) + e(at_) + e(row_) + e(u_) + e(vu_);
+  return v(vn_) + v(qn_) + v(state_) + v(e_) + v(cand_) + v(T_) + v(redo_) + v(dirty_) + v(bin_) +
+         static_cast<int64_t>((Yd_.size() + C_.size() + Rinv_.size() + Yt_.size()) *
+                              sizeof(double)) +
+         e(Vt_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(at_) + e(row_) + e(u_) + e(vu_);
 }
 
 }  // namespace vq::eviction

@@ -58,9 +58,9 @@ class HeavyLeverage {
 
  private:
   // what a slot's cache holds
-  enum : uint8_t { kNothing = 0, kNorm = 1, kProjected = 2 };
+  enum : uint8_t { kNothing = 0, kNorm = 1, kProjected = 2, kQueued = 3 };
   void ensure_slots(int64_t n);
-  void select_heavy(int64_t n, int64_t r);
+  void select_heavy(int64_t n, int64_t need, double heaviest);
   bool cholesky_qr2(Eigen::MatrixXd& Y);
   void project_rows(const store::RowSource& V, const std::vector<int64_t>& slots);
   // b(j) = the new weight of heavy row j (by position in T)
@@ -73,14 +73,17 @@ class HeavyLeverage {
   std::vector<uint8_t> state_;  // [slot] kNothing / kNorm / kProjected
   std::vector<double> e_;       // [n] a_i^2 ||v_i||^2 of the last call
   std::vector<std::pair<double, int64_t>> cand_;
-  std::vector<int64_t> T_;     // heavy slots of the last call, heaviest first
-  std::vector<int64_t> redo_;  // slots to (re)project this call
-  std::vector<uint16_t> bin_;  // [n] select_heavy's magnitude bins
+  std::vector<int64_t> T_;      // heavy slots of the last call, heaviest first
+  std::vector<int64_t> redo_;   // slots to (re)project this call
+  std::vector<int64_t> dirty_;  // slots reported changed since the last call (may repeat)
+  std::vector<uint16_t> bin_;   // [n] select_heavy's magnitude bins
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Vt_, Pt_, Vr_, Pr_;
   Eigen::MatrixXf Q_, Y_;
-  Eigen::MatrixXd Yd_, C_;
+  Eigen::MatrixXd Yd_, C_, Rinv_, Yt_;
   Eigen::VectorXf at_, row_, u_, vu_;
   int64_t n_ = 0, t_ = 0, cursor_ = 0, cold_ = 0;
+  int64_t seen_ = 0;        // slots [0, seen_) have been through a scoring call
+  bool all_dirty_ = false;  // invalidate(): every slot's cache is stale
   double E_ = 0;
   bool ready_ = false;  // Q_, Vt_, Pt_ describe the last scored block's heavy rows
 };
