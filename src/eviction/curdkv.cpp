@@ -310,9 +310,10 @@ MethodInfo curdkv_method_info() {
       opt_int("refresh", 1, 1, 4096,
               "solver=fast: iterate the leverage subspace every this many tokens (1: every "
               "token); in between, tokens are scored against the last basis"),
-      opt_choice("solver", "fast", {"fast", "heavy", "exact", "reference"},
-                 "leverage routine: tracked subspace (fast), tracked on the rows holding the "
-                 "energy (heavy), converged Gram subspace (exact), or the full-SVD oracle"),
+      opt_choice("solver", "heavy", {"heavy", "fast", "exact", "reference"},
+                 "leverage routine: subspace tracked on the rows holding the energy (heavy), "
+                 "tracked on every row (fast), converged Gram subspace (exact), or the full-SVD "
+                 "oracle"),
       opt_float("heavy_mass", "0.99", 0.01, 1.0,
                 "solver=heavy: share of the weighted block's energy the heavy rows must hold"),
       opt_int("heavy_rows", 32, 1, 65536,
