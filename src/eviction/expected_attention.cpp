@@ -75,15 +75,29 @@ struct EAParams {
         vnorm(c.get_bool("vnorm")) {}
 };
 
+// ea_scores' working memory. The cache keeps one per thread (Scratch): a step at n held tokens
+// needs two n x D double matrices, and allocating them per eviction on a pool thread costs fresh
+// pages (glibc serves blocks that large from mmap outside the main arena) every time.
+struct EAWork {
+  std::vector<double> cbar, sbar;
+  std::vector<int64_t> live;
+  RowMatD Km, KC;
+  Eigen::MatrixXd R, C, Cr;
+  Eigen::VectorXd acc, z, e, mu;
+};
+
 // Scores n tokens of one KV head (keys post-RoPE k(i), values v(i), positions pos(i)) with the
 // statistics of its G query heads; `next` is the first future position. Adds a_j (group mean)
 // * ||v_j|| into out[j] for non-sinks; sinks get +inf here (the caller may lift them to the
 // layer maximum).
 template <typename KF, typename VF, typename PF>
 void ea_scores(const EAParams& p, const std::vector<QueryStats>& stats, int64_t D, int64_t n,
-               int64_t next, KF k, VF v, PF pos, double* out) {
+               int64_t next, KF k, VF v, PF pos, double* out, EAWork& w) {
   // Average rotation over the future positions: per pair, mean cos and mean sin.
-  std::vector<double> cbar(static_cast<size_t>(D / 2)), sbar(static_cast<size_t>(D / 2));
+  std::vector<double>& cbar = w.cbar;
+  std::vector<double>& sbar = w.sbar;
+  cbar.resize(static_cast<size_t>(D / 2));
+  sbar.resize(static_cast<size_t>(D / 2));
   // The angles (next + f) w, f < F, are an arithmetic progression, whose cosines and sines sum
   // in closed form: sum = sin(F w / 2) / sin(w / 2) * {cos, sin}(next w + (F - 1) w / 2)
   // (one pair of sin/cos per pair instead of F; w < 2 pi here, so sin(w / 2) > 0).
@@ -95,36 +109,46 @@ void ea_scores(const EAParams& p, const std::vector<QueryStats>& stats, int64_t 
     cbar[static_cast<size_t>(i)] = ratio * std::cos(mid) / F;
     sbar[static_cast<size_t>(i)] = ratio * std::sin(mid) / F;
   }
-  Eigen::MatrixXd R = Eigen::MatrixXd::Identity(D, D);
+  Eigen::MatrixXd& R = w.R;
+  R.setIdentity(D, D);
   for (int64_t i = 0; i < D / 2; ++i) {
     R(2 * i, 2 * i) = cbar[static_cast<size_t>(i)];
     R(2 * i, 2 * i + 1) = -sbar[static_cast<size_t>(i)];
     R(2 * i + 1, 2 * i) = sbar[static_cast<size_t>(i)];
     R(2 * i + 1, 2 * i + 1) = cbar[static_cast<size_t>(i)];
   }
-  std::vector<int64_t> live;
+  std::vector<int64_t>& live = w.live;
+  live.clear();
   for (int64_t j = 0; j < n; ++j)
     if (pos(j) >= p.n_sink) live.push_back(j);
   const auto m = static_cast<int64_t>(live.size());
-  RowMatD Km(m, D);
+  RowMatD& Km = w.Km;
+  Km.resize(m, D);
   for (int64_t r = 0; r < m; ++r)
     Km.row(r) =
         Eigen::Map<const Eigen::RowVectorXf>(k(live[static_cast<size_t>(r)]), D).cast<double>();
-  Eigen::VectorXd acc = Eigen::VectorXd::Zero(m);
+  Eigen::VectorXd& acc = w.acc;
+  acc.setZero(m);
   const double sq = std::sqrt(static_cast<double>(D));
   int64_t groups = 0;
   for (const QueryStats& st : stats) {
     if (st.n == 0 || m == 0) continue;
-    const Eigen::VectorXd mu = st.sum / static_cast<double>(st.n);
-    Eigen::VectorXd z = Km * (R * mu) / sq;
+    w.mu = st.sum / static_cast<double>(st.n);
+    const Eigen::VectorXd& mu = w.mu;
+    Eigen::VectorXd& z = w.z;
+    z.noalias() = Km * (R * mu);
+    z /= sq;
     if (p.covariance) {
-      Eigen::MatrixXd C = st.outer.selfadjointView<Eigen::Lower>();
+      Eigen::MatrixXd& C = w.C;
+      C = st.outer.selfadjointView<Eigen::Lower>();
       C = C / static_cast<double>(st.n) - mu * mu.transpose();
-      const Eigen::MatrixXd Cr = R * C * R.transpose();
-      z += (Km * Cr).cwiseProduct(Km).rowwise().sum() / (2.0 * static_cast<double>(D));
+      w.Cr.noalias() = R * C * R.transpose();
+      w.KC.noalias() = Km * w.Cr;
+      z += w.KC.cwiseProduct(Km).rowwise().sum() / (2.0 * static_cast<double>(D));
     }
     const double mx = z.maxCoeff();
-    Eigen::VectorXd e = (z.array() - mx).exp();
+    Eigen::VectorXd& e = w.e;
+    e = (z.array() - mx).exp();
     acc += e / e.sum();
     groups += 1;
   }
@@ -148,6 +172,7 @@ class EAScorer final : public OneShotScorer {
              "expected_attention one-shot: the context holds S = ", S,
              " tokens; it must be longer than n_sink = ", p_.n_sink);
     std::vector<double> q(static_cast<size_t>(D));
+    EAWork work;
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t h = 0; h < in.H; ++h) {
       std::vector<QueryStats> stats(static_cast<size_t>(G));
@@ -162,7 +187,8 @@ class EAScorer final : public OneShotScorer {
       double* o = out + h * S;
       ea_scores(
           p_, stats, D, S, in.pos0 + S, [&](int64_t j) { return in.key(h, j); },
-          [&](int64_t j) { return in.value(h, j); }, [&](int64_t j) { return in.pos0 + j; }, o);
+          [&](int64_t j) { return in.value(h, j); }, [&](int64_t j) { return in.pos0 + j; }, o,
+          work);
       for (int64_t j = 0; j < S; ++j)
         if (!std::isinf(o[j])) mx = std::max(mx, o[j]);
     }
@@ -225,7 +251,7 @@ class EACache final : public eviction::EvictionCache {
     ea_scores(
         p_, hs, D, n, pos + 1, [&](int64_t j) { return w.kbuf.data() + j * D; },
         [&](int64_t j) { return w.vbuf.data() + j * D; },
-        [&](int64_t j) { return st.kv.position(j); }, w.sc.data());
+        [&](int64_t j) { return st.kv.position(j); }, w.sc.data(), w.ea);
     std::copy(w.sc.begin(), w.sc.end(), st.score.begin());
     evict_lowest(st, std::numeric_limits<int64_t>::max());
   }
@@ -238,6 +264,7 @@ class EACache final : public eviction::EvictionCache {
   struct Buffers {
     std::vector<double> qbuf, sc;
     std::vector<float> kbuf, vbuf;
+    EAWork ea;
   };
   eviction::Scratch<Buffers> scratch_;
   int64_t policy_bytes() const override {
