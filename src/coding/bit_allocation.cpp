@@ -69,38 +69,31 @@ std::vector<int> dp_core(int64_t n, int64_t budget, const std::vector<int>& choi
   std::vector<uint8_t> choice(static_cast<size_t>(n) * W);
   // Widest first, so that among exact ties the lowest index keeps the extra bits.
   const std::vector<int> widths(choices.rbegin(), choices.rend());
-  std::vector<double> own(widths.size());  // component i's cost at each width, computed once
+  std::vector<uint8_t> has(W);  // cur_* holds a candidate for this c
+  // For each component the widths are tried in the same order for every c as a per-c loop would
+  // (widest first), but with c innermost: each width's pass over the budgets is a straight run of
+  // independent lanes (vectorizable), and each c sees the same comparisons in the same order.
   for (int64_t i = n - 1; i >= 0; --i) {
     uint8_t* ch = choice.data() + static_cast<size_t>(i) * W;
-    for (size_t w = 0; w < widths.size(); ++w) own[w] = cost_of(i, widths[w]);
-    size_t first = widths.size();  // widths descend: those <= c are widths[first ..]
-    for (int64_t c = 0; c <= cap; ++c) {
-      while (first > 0 && widths[first - 1] <= c) --first;
-      double best_cost = 0;
-      int64_t best_bits = 0;
-      int best_b = -1;
-      for (size_t w = first; w < widths.size(); ++w) {
-        const int b = widths[w];
-        const size_t rest = static_cast<size_t>(c - b);
-        const double cost = own[w] + next_cost[rest];
-        const int64_t bits = b + next_bits[rest];
-        bool better;
-        if (best_b < 0) {
-          better = true;
-        } else if (std::abs(cost - best_cost) <= tol) {
-          better = bits < best_bits;
-        } else {
-          better = cost < best_cost;
-        }
-        if (better) {
-          best_cost = cost;
-          best_bits = bits;
-          best_b = b;
-        }
+    std::fill(has.begin(), has.end(), uint8_t{0});
+    for (const int b : widths) {
+      if (b > cap) continue;
+      const double own = cost_of(i, b);
+      const double* nc = next_cost.data();
+      const int64_t* nb = next_bits.data();
+      double* cc = cur_cost.data();
+      int64_t* cb = cur_bits.data();
+      uint8_t* h = has.data();
+      for (size_t c = static_cast<size_t>(b); c < W; ++c) {
+        const double cost = own + nc[c - static_cast<size_t>(b)];
+        const int64_t bits = b + nb[c - static_cast<size_t>(b)];
+        const bool tie = std::abs(cost - cc[c]) <= tol;
+        const bool better = !h[c] || (tie ? bits < cb[c] : cost < cc[c]);
+        cc[c] = better ? cost : cc[c];
+        cb[c] = better ? bits : cb[c];
+        ch[c] = better ? static_cast<uint8_t>(b) : ch[c];
+        h[c] = 1;
       }
-      cur_cost[static_cast<size_t>(c)] = best_cost;
-      cur_bits[static_cast<size_t>(c)] = best_bits;
-      ch[c] = static_cast<uint8_t>(best_b);
     }
     std::swap(cur_cost, next_cost);
     std::swap(cur_bits, next_bits);

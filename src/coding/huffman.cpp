@@ -322,9 +322,9 @@ void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
   // queue heads is the global minimum (the same choices as a min-heap on (weight, index)).
   int32_t leaves[256];
   for (size_t i = 0; i < m; ++i) leaves[i] = static_cast<int32_t>(i);
-  // Sorted by (weight, index): an insertion sort for the usual small alphabets, std::sort with
-  // the index as tie-break otherwise (both the stable order by weight, without the temporary
-  // buffer std::stable_sort allocates on every call).
+  // Sorted by (weight, index): an insertion sort for the usual small alphabets, otherwise a
+  // least-significant-digit radix sort on the weight's bytes (stable, so ties keep the index
+  // order; as many 8-bit passes as the largest weight needs, on the stack).
   auto before = [&](int32_t a, int32_t b) {
     const uint64_t wa = weight[static_cast<size_t>(a)], wb = weight[static_cast<size_t>(b)];
     return wa < wb || (wa == wb && a < b);
@@ -337,7 +337,21 @@ void huffman_code_lengths(const std::vector<uint64_t>& freq, int max_len,
       leaves[j] = x;
     }
   } else {
-    std::sort(leaves, leaves + m, before);
+    uint64_t heaviest = 0;
+    for (size_t i = 0; i < m; ++i) heaviest = std::max(heaviest, weight[i]);
+    int32_t tmp[256];
+    int32_t* src = leaves;
+    int32_t* dst = tmp;
+    for (int shift = 0; shift < 64 && (heaviest >> shift) != 0; shift += 8) {
+      size_t count[257] = {};
+      for (size_t i = 0; i < m; ++i)
+        ++count[((weight[static_cast<size_t>(src[i])] >> shift) & 0xff) + 1];
+      for (size_t d = 1; d <= 256; ++d) count[d] += count[d - 1];
+      for (size_t i = 0; i < m; ++i)
+        dst[count[(weight[static_cast<size_t>(src[i])] >> shift) & 0xff]++] = src[i];
+      std::swap(src, dst);
+    }
+    if (src != leaves) std::copy(src, src + m, leaves);
   }
   size_t lq = 0, iq = m;  // heads of the leaf queue and of the internal-node queue
   for (size_t next = m; next < total; ++next) {

@@ -290,9 +290,8 @@ void add_layer_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
         qs.push_back(gather(q, n + s, 1));
       }
       const std::string b = "budget=" + std::to_string(n) + ",n_sink=4";
-      for (const std::string& spec :
-           {"h2o:" + b + ",query=true", "tova:" + b + ",query=true", "morphkv:" + b,
-            "curdkv:" + b + ",refresh=16", std::string("kvtc")}) {
+      for (const std::string& spec : {"h2o:" + b + ",query=true", "tova:" + b + ",query=true",
+                                      "morphkv:" + b, "curdkv:" + b, std::string("kvtc")}) {
         if (opt.progress) opt.progress("layer " + spec + " n=" + std::to_string(n));
         auto time_at = [&](int t) {
           set_thread_count(t);

@@ -3,6 +3,7 @@
 // mismatched counts, truncation and corrupt tables.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -139,6 +140,69 @@ TEST(CodingHuffman, DocumentedBitOrderMsbFirst) {
   EXPECT_EQ(bytes[5], payload.size());
   EXPECT_EQ(payload, (std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xAA, 0xDB, 0xF0}));
   EXPECT_EQ(decode(bytes, h.size(), 2), h);
+}
+
+// The code lengths of the documented merge rule (always the two lightest nodes by (weight, node
+// index); leaves are nodes 0..m-1 in symbol order, merged nodes numbered on from m), computed the
+// slow way: a scan of every live node per pick. Zero-frequency symbols get length 0.
+std::vector<uint8_t> reference_lengths(const std::vector<uint64_t>& freq) {
+  std::vector<int> sym;
+  std::vector<uint64_t> w;
+  for (size_t s = 0; s < freq.size(); ++s)
+    if (freq[s] > 0) {
+      sym.push_back(static_cast<int>(s));
+      w.push_back(freq[s]);
+    }
+  const size_t m = w.size();
+  std::vector<int> parent(2 * m - 1, -1);
+  std::vector<bool> live(2 * m - 1, false);
+  for (size_t i = 0; i < m; ++i) live[i] = true;
+  for (size_t next = m; next < 2 * m - 1; ++next) {
+    size_t pick[2];
+    for (size_t& p : pick) {
+      p = next;
+      for (size_t i = 0; i < next; ++i)
+        if (live[i] && (p == next || w[i] < w[p])) p = i;
+      live[p] = false;
+    }
+    w.push_back(w[pick[0]] + w[pick[1]]);
+    live[next] = true;
+    parent[pick[0]] = parent[pick[1]] = static_cast<int>(next);
+  }
+  std::vector<uint8_t> len(freq.size(), 0);
+  for (size_t i = 0; i < m; ++i) {
+    int d = 0;
+    for (int x = static_cast<int>(i); parent[static_cast<size_t>(x)] >= 0;
+         x = parent[static_cast<size_t>(x)])
+      ++d;
+    len[static_cast<size_t>(sym[i])] = static_cast<uint8_t>(d);
+  }
+  return len;
+}
+
+TEST(CodingHuffman, LengthsFollowTheMergeRuleOnLargeAlphabetsWithTies) {
+  // Alphabets above 32 symbols take the radix-sorted leaf queue; weights drawn from a few values
+  // (many ties) and from a wide range (several radix passes). Trees deeper than the length limit
+  // are skipped: those lengths are rebalanced, not the plain rule's.
+  Rng rng(23);
+  int compared = 0;
+  for (int rep = 0; rep < 300; ++rep) {
+    const size_t A = 33 + rng.below(224);
+    std::vector<uint64_t> freq(A);
+    const int kind = rep % 3;
+    for (auto& f : freq)
+      f = kind == 0   ? rng.below(4)
+          : kind == 1 ? 1000 + rng.below(70000)
+                      : (uint64_t{1} << rng.below(12)) + rng.below(3);
+    if (std::count_if(freq.begin(), freq.end(), [](uint64_t f) { return f > 0; }) < 2) continue;
+    const auto want = reference_lengths(freq);
+    if (*std::max_element(want.begin(), want.end()) > kMaxCodeLength) continue;
+    std::vector<uint8_t> got;
+    huffman_code_lengths(freq, kMaxCodeLength, got);
+    ASSERT_EQ(got, want) << "rep " << rep << ", " << A << " symbols";
+    ++compared;
+  }
+  EXPECT_GT(compared, 150);
 }
 
 TEST(CodingHuffman, LengthsAreLimitedAndStillDecode) {
