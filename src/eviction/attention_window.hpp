@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "eviction/eviction_cache.hpp"
@@ -52,9 +53,10 @@ struct AttnScratch {
   std::vector<double> out;       // [n] the result
   RowMatF logits;                // [probe rows, >= n] logits of a whole window (one GEMM)
   std::vector<int64_t> hidden;   // rows newer than the oldest probe (the only maskable ones)
+  std::vector<std::pair<double, const float*>> terms;  // (weight, row) a score sum takes in order
   int64_t bytes() const {
     return buffer_bytes(prod) + buffer_bytes(tmp) + buffer_bytes(acc) + buffer_bytes(out) +
-           buffer_bytes(logits) + buffer_bytes(hidden);
+           buffer_bytes(logits) + buffer_bytes(hidden) + buffer_bytes(terms);
   }
   void ensure(int64_t n) {
     const size_t m = static_cast<size_t>(n);
