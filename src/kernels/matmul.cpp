@@ -13,7 +13,7 @@
 #include "veloxquant/model.hpp"
 #include "veloxquant/tensor.hpp"
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -119,6 +119,79 @@ void for_decoded_tiles(const WeightMatrix& w, int64_t p0, int64_t p1, int64_t ti
   }
 }
 
+#if defined(__AVX512F__)
+// Y[i, r] (+)= sum_c X[i, c] W[r, c] for i < n, r < nr (nr <= kMatmulTile), W a tile of weight
+// rows [nr, K] row-major, X [n, K], Y rows ldy apart. Each output is one fused multiply-add chain
+// over c = 0 .. K - 1 (then added to Y when accumulating), so its bits depend on its row of X and
+// its row of W only: not on the tile, the piece or the thread count. The tile is packed into
+// panels of 32 weight rows, column-major ([K][32], zero past nr); a register block of 8 rows of X
+// by one panel (16 512-bit accumulators) then streams X once per panel.
+constexpr int64_t kPanel = 32;
+
+template <int MR>
+void gemm_block(const float* X, int64_t ldx, int64_t K, const float* P, float* Y, int64_t ldy,
+                int64_t ncols, bool accumulate) {
+  __m512 a0[MR], a1[MR];
+  for (int i = 0; i < MR; ++i) a0[i] = a1[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < K; ++c) {
+    const __m512 w0 = _mm512_load_ps(P + c * kPanel);
+    const __m512 w1 = _mm512_load_ps(P + c * kPanel + 16);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 x = _mm512_set1_ps(X[i * ldx + c]);
+      a0[i] = _mm512_fmadd_ps(x, w0, a0[i]);
+      a1[i] = _mm512_fmadd_ps(x, w1, a1[i]);
+    }
+  }
+  const auto lanes = [](int64_t m) {
+    return static_cast<__mmask16>(m >= 16 ? 0xffff : (m <= 0 ? 0 : (1u << m) - 1u));
+  };
+  const __mmask16 m0 = lanes(ncols), m1 = lanes(ncols - 16);
+  for (int i = 0; i < MR; ++i) {
+    float* y = Y + i * ldy;
+    if (accumulate) {
+      a0[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, y), a0[i]);
+      a1[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, y + 16), a1[i]);
+    }
+    _mm512_mask_storeu_ps(y, m0, a0[i]);
+    _mm512_mask_storeu_ps(y + 16, m1, a1[i]);
+  }
+}
+
+using GemmBlockFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t, int64_t,
+                             bool);
+constexpr GemmBlockFn kGemmBlocks[8] = {nullptr,       gemm_block<1>, gemm_block<2>, gemm_block<3>,
+                                        gemm_block<4>, gemm_block<5>, gemm_block<6>, gemm_block<7>};
+
+AlignedFloats& panel_scratch() {
+  thread_local AlignedFloats s;
+  return s;
+}
+
+void gemm_tile(const float* X, int64_t n, int64_t K, const float* W, int64_t r0, int64_t nr,
+               float* y, int64_t ldy, bool accumulate) {
+  AlignedFloats& P = panel_scratch();
+  const int64_t need = K * kPanel;
+  if (static_cast<int64_t>(P.size()) < need) P.resize(static_cast<size_t>(need));
+  for (int64_t j0 = 0; j0 < nr; j0 += kPanel) {
+    const int64_t nc = std::min(kPanel, nr - j0);
+    float* pk = P.data();
+    for (int64_t j = 0; j < kPanel; ++j) {
+      if (j < nc) {
+        const float* wr = W + (j0 + j) * K;
+        for (int64_t c = 0; c < K; ++c) pk[c * kPanel + j] = wr[c];
+      } else {
+        for (int64_t c = 0; c < K; ++c) pk[c * kPanel + j] = 0.0f;
+      }
+    }
+    float* yc = y + r0 + j0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      gemm_block<8>(X + i * K, K, K, pk, yc + i * ldy, ldy, nc, accumulate);
+    if (i < n) kGemmBlocks[n - i](X + i * K, K, K, pk, yc + i * ldy, ldy, nc, accumulate);
+  }
+}
+#endif
+
 }  // namespace
 
 void dequantize_row(const WeightMatrix& w, int64_t r, float* out) {
@@ -184,6 +257,26 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n, float* y, bool acc
   check(w);
   VQ_CHECK(n >= 0, InvalidArgument, "kernels::matmul: n = ", n, " < 0");
   if (n == 0 || w.rows == 0) return;
+#if defined(__AVX512F__)
+  // Register-blocked AVX-512 product on decoded tiles (or the fp32 rows in place).
+  if (w.cols > 0) {
+    const auto tile = [&](const float* wrows, int64_t r0, int64_t nr) {
+      gemm_tile(x, n, w.cols, wrows, r0, nr, y, w.rows, accumulate);
+    };
+    if (in_place_f32(w)) {
+      const float* data = reinterpret_cast<const float*>(w.data);
+      for_row_pieces(w.rows, kMatmulUnitTiled, n * w.cols, [&](int64_t p0, int64_t p1) {
+        for (int64_t r0 = p0; r0 < p1; r0 += kMatmulTile)
+          tile(data + r0 * w.cols, r0, std::min(kMatmulTile, p1 - r0));
+      });
+    } else {
+      for_row_pieces(w.rows, kMatmulUnitTiled, n * w.cols, [&](int64_t p0, int64_t p1) {
+        for_decoded_tiles(w, p0, p1, kMatmulTile, tile);
+      });
+    }
+    return;
+  }
+#endif
   const ConstMat X(x, n, w.cols);
   // Y[:, r0 : r0 + nr] = X W[r0 : r0 + nr]^T
   const auto product = [&](const float* wrows, int64_t r0, int64_t nr) {

@@ -83,6 +83,27 @@ std::vector<double> input_rounding(GgmlType t, const std::vector<float>& W, cons
   return out;
 }
 
+// What matmul computes for fp32 weights, bit for bit: on AVX-512 builds each output is one fused
+// multiply-add chain over the columns in order, starting from 0 (the register-blocked kernel);
+// elsewhere one Eigen product over the whole matrix.
+Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> fp32_product(
+    const float* W, const float* X, int64_t rows, int64_t cols, int64_t n) {
+  using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+#if defined(__AVX512F__)
+  RowMatF out(n, rows);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t c = 0; c < cols; ++c) acc = std::fma(X[i * cols + c], W[r * cols + c], acc);
+      out(i, r) = acc;
+    }
+  return out;
+#else
+  const Eigen::Map<const RowMatF> Wm(W, rows, cols), Xm(X, n, cols);
+  return Xm * Wm.transpose();
+#endif
+}
+
 TEST(Kernels, EveryTypeMatchesDequantizeThenMultiply) {
   // 37 rows: not a multiple of either tile (16 / 64), so the partial tiles are exercised.
   const int64_t rows = 37, cols = 512, n = 5;
@@ -180,15 +201,25 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
   EXPECT_FALSE(vq::kernels::detail::has_row_dot(GgmlType::Q5_K));  // takes the tiled path
 }
 
-TEST(Kernels, Fp32FastPathIsThePlainEigenProduct) {
+TEST(Kernels, Fp32FastPathsAreTheirDocumentedProducts) {
   using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const int64_t rows = 70, cols = 300, n = 9;
+  const int64_t rows = 70, cols = 300, n = 9;  // partial panels and a partial row block
   const std::vector<float> W = randn(rows * cols, 5), X = randn(n * cols, 6);
   const Eigen::Map<const RowMatF> Wm(W.data(), rows, cols), Xm(X.data(), n, cols);
-  const RowMatF want = Xm * Wm.transpose();
+  const RowMatF want = fp32_product(W.data(), X.data(), rows, cols, n);
   RowMatF got(n, rows);
   vq::kernels::matmul(WeightMatrix::f32(W.data(), rows, cols), X.data(), n, got.data());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * static_cast<size_t>(n * rows)), 0);
+  // accumulate adds each finished product to what is there
+  RowMatF acc = RowMatF::Constant(n, rows, 0.25f);
+  vq::kernels::matmul(WeightMatrix::f32(W.data(), rows, cols), X.data(), n, acc.data(), true);
+  const RowMatF want_acc = (want.array() + 0.25f).matrix();
+#if defined(__AVX512F__)
+  EXPECT_EQ(std::memcmp(acc.data(), want_acc.data(), sizeof(float) * static_cast<size_t>(n * rows)),
+            0);
+#else
+  EXPECT_TRUE(acc.isApprox(want_acc, 1e-5f));
+#endif
   const Eigen::VectorXf wv = Wm * Eigen::Map<const Eigen::VectorXf>(X.data(), cols);
   Eigen::VectorXf gv(rows);
   vq::kernels::matvec(WeightMatrix::f32(W.data(), rows, cols), X.data(), gv.data());
@@ -252,10 +283,12 @@ TEST(Kernels, BitIdenticalForAnyThreadCount) {
           const Eigen::Map<const RowMatF> Wm(reinterpret_cast<const float*>(data.data()), sh.rows,
                                              sh.cols),
               Xm(X.data(), sh.n, sh.cols);
-          const RowMatF want = Xm * Wm.transpose();
+          const RowMatF want = fp32_product(reinterpret_cast<const float*>(data.data()), X.data(),
+                                            sh.rows, sh.cols, sh.n);
+          (void)Xm;
           const Eigen::VectorXf wv = Wm * Eigen::Map<const Eigen::VectorXf>(X.data(), sh.cols);
           EXPECT_EQ(std::memcmp(mm.data(), want.data(), mm.size() * sizeof(float)), 0)
-              << "matmul vs one Eigen product, " << what;
+              << "matmul vs its reference product, " << what;
           EXPECT_EQ(std::memcmp(mv.data(), wv.data(), mv.size() * sizeof(float)), 0)
               << "matvec vs one Eigen product, " << what;
         }
