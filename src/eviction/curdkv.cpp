@@ -112,12 +112,8 @@ class CurDKVCache final : public eviction::EvictionCache {
     std::optional<SubspaceLeverage::Block> block;  // the scored block; it seeds the newcomer
     if (had_stored) {
       if (fast_path()) {  // the tracker works on W = a ⊙ V without forming it, reusing V Q per slot
-        const int64_t n0 = st.n;
-        w.attn.resize(static_cast<size_t>(n0));
-        w.tmp.resize(static_cast<size_t>(n0));
-        w.lev.resize(static_cast<size_t>(n0));
-        eviction::driving_attention(keys(st), n0, k, q, use_queries_, w.attn.data(), w.tmp.data());
-        block = lev.stored_scaled(values(st), w.attn.data(), n0, rank_cap_, w.lev.data());
+        drive(st, st.n, k, q);
+        block = lev.stored_scaled(values(st), w.attn.data(), st.n, rank_cap_, w.lev.data());
       } else {
         weighted_block(st, st.n, k, q);
         block = lev.stored(w.W, st.n, rank_cap_, w.lev.data());
@@ -132,26 +128,14 @@ class CurDKVCache final : public eviction::EvictionCache {
     double seed;
     if (proportional) {
       const double a_new = newcomer_attention(st, slot, k, q);
-      // the newcomer's value as the store holds it (the rows of W are stored values)
-      w.vrow.resize(static_cast<size_t>(D));
-      values(st).read(slot, 1, w.vrow.data());
-      w.wnew.resize(D);
-      for (int64_t d = 0; d < D; ++d)
-        w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
-      seed = std::move(*block).seed_scaled(1.0 - a_new, w.wnew.data(), D);
+      seed = std::move(*block).seed_scaled(1.0 - a_new, weighted_newcomer(st, slot, a_new), D);
     } else if (had_stored && fast_path()) {
       // several query heads: the old rows' new weights are not one common rescaling, but they
       // keep their slots, so the seed reweights the scored block's per-slot projections
-      w.attn.resize(static_cast<size_t>(n));
-      w.tmp.resize(static_cast<size_t>(n));
-      eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
+      drive(st, n, k, q);
       const double a_new = w.attn[static_cast<size_t>(slot)];
-      w.vrow.resize(static_cast<size_t>(D));
-      values(st).read(slot, 1, w.vrow.data());
-      w.wnew.resize(D);
-      for (int64_t d = 0; d < D; ++d)
-        w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
-      seed = std::move(*block).seed_reweighted(w.attn.data(), w.wnew.data(), D);
+      seed =
+          std::move(*block).seed_reweighted(w.attn.data(), weighted_newcomer(st, slot, a_new), D);
     } else {
       weighted_block(st, n, k, q);
       seed = lev.last_row(w.W, n, rank_cap_);
@@ -172,12 +156,8 @@ class CurDKVCache final : public eviction::EvictionCache {
     }
     const bool had_stored = st.n > 0;
     if (had_stored) {
-      const int64_t n0 = st.n;
-      w.attn.resize(static_cast<size_t>(n0));
-      w.tmp.resize(static_cast<size_t>(n0));
-      w.lev.resize(static_cast<size_t>(n0));
-      eviction::driving_attention(keys(st), n0, k, q, use_queries_, w.attn.data(), w.tmp.data());
-      lev.score(values(st), w.attn.data(), n0, rank_cap_, w.lev.data());
+      drive(st, st.n, k, q);
+      lev.score(values(st), w.attn.data(), st.n, rank_cap_, w.lev.data());
       accumulate(st);
     }
     const int64_t slot = append(st, k, v, pos, 0.0, 1.0);
@@ -190,26 +170,40 @@ class CurDKVCache final : public eviction::EvictionCache {
       st.score[static_cast<size_t>(slot)] = nonzero ? 1.0 : 0.0;
       return;
     }
+    if (!use_queries_ || q.G <= 1) {  // the old rows' weights scale by 1 - a'_new
+      const double a_new = newcomer_attention(st, slot, k, q);
+      st.score[static_cast<size_t>(slot)] =
+          lev.seed_scaled(1.0 - a_new, weighted_newcomer(st, slot, a_new), D, rank_cap_);
+      return;
+    }
+    drive(st, st.n, k, q);  // several query heads: the old rows' weights from a second pass
+    const double a_new = w.attn[static_cast<size_t>(slot)];
+    st.score[static_cast<size_t>(slot)] =
+        lev.seed_reweighted(w.attn.data(), weighted_newcomer(st, slot, a_new), D, rank_cap_);
+  }
+
+  // This thread's w.attn[0, n) = the driving attention of this token over K[0, n) (w.lev sized
+  // for the scores of those rows).
+  void drive(const eviction::HeadState& st, int64_t n, const float* k,
+             const eviction::QueryRows& q) {
+    Buffers& w = scratch_.local();
+    w.attn.resize(static_cast<size_t>(n));
+    w.tmp.resize(static_cast<size_t>(n));
+    w.lev.resize(static_cast<size_t>(n));
+    eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
+  }
+
+  // w.wnew = a_new times the newcomer's value as the store holds it (the rows of W are stored
+  // values); returns its D values.
+  const double* weighted_newcomer(const eviction::HeadState& st, int64_t slot, double a_new) {
+    const int64_t D = head_dim();
+    Buffers& w = scratch_.local();
     w.vrow.resize(static_cast<size_t>(D));
     values(st).read(slot, 1, w.vrow.data());
     w.wnew.resize(D);
-    if (!use_queries_ || q.G <= 1) {  // the old rows' weights scale by 1 - a'_new
-      const double a_new = newcomer_attention(st, slot, k, q);
-      for (int64_t d = 0; d < D; ++d)
-        w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
-      st.score[static_cast<size_t>(slot)] =
-          lev.seed_scaled(1.0 - a_new, w.wnew.data(), D, rank_cap_);
-      return;
-    }
-    const int64_t n = st.n;  // several query heads: the old rows' weights from a second pass
-    w.attn.resize(static_cast<size_t>(n));
-    w.tmp.resize(static_cast<size_t>(n));
-    eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
-    const double a_new = w.attn[static_cast<size_t>(slot)];
     for (int64_t d = 0; d < D; ++d)
       w.wnew(d) = a_new * static_cast<double>(w.vrow[static_cast<size_t>(d)]);
-    st.score[static_cast<size_t>(slot)] =
-        lev.seed_reweighted(w.attn.data(), w.wnew.data(), D, rank_cap_);
+    return w.wnew.data();
   }
 
   // The newcomer's share a'_new of the attention over the enlarged block [0, n0] (slot = n0),

@@ -97,6 +97,9 @@ struct Agreement {
   int64_t steps_compared = 0, steps_identical = 0;  // (layer, head, step) triples
   int64_t final_slots = 0, final_common = 0;
   double worst_score_gap = 0;  // largest |fast - ref| / max(ref) over kept slots, per step
+  double overlap() const {     // share of the oracle's final slots the tested cache holds too
+    return static_cast<double>(final_common) / static_cast<double>(final_slots);
+  }
 };
 
 // Replays the recorded stream into two curdkv caches that differ only in solver.
@@ -184,7 +187,7 @@ TEST(CurdkvReal, FastSolverTracksTheReferenceWhenTheRankCapTruncates) {
   for (const char* refresh : {"1", "16"}) {
     const Agreement a = compare(
         *rs, std::string("curdkv:budget=48,n_sink=4,rank_cap=4,refresh=") + refresh, "fast");
-    const double overlap = static_cast<double>(a.final_common) / static_cast<double>(a.final_slots);
+    const double overlap = a.overlap();
     std::printf(
         "[ curdkv real ] fast, rank_cap 4, refresh %s: %lld/%lld steps identical, final overlap "
         "%.4f\n",
@@ -208,7 +211,7 @@ TEST(CurdkvReal, HeavySolverTracksTheReferenceWhenTheRankCapTruncates) {
   for (const char* extra : {"", ",heavy_rows=8", ",heavy_mass=0.9,sweep=0"}) {
     const Agreement a =
         compare(*rs, std::string("curdkv:budget=48,n_sink=4,rank_cap=4") + extra, "heavy");
-    const double overlap = static_cast<double>(a.final_common) / static_cast<double>(a.final_slots);
+    const double overlap = a.overlap();
     std::printf(
         "[ curdkv real ] heavy, rank_cap 4%s: %lld/%lld steps identical, final overlap "
         "%.4f\n",
@@ -232,7 +235,7 @@ TEST(CurdkvReal, TrackedSolversFollowTheReferenceOnProse1k) {
   ASSERT_EQ(rs->head_dim, 64);
   for (const char* solver : {"fast", "heavy", "heavy,heavy_mass=1,heavy_rows=1000,sweep=1"}) {
     const Agreement a = compare(*rs, "curdkv:budget=128,n_sink=4,rank_cap=16", solver);
-    const double overlap = static_cast<double>(a.final_common) / static_cast<double>(a.final_slots);
+    const double overlap = a.overlap();
     std::printf(
         "[ curdkv real ] prose1k, rank_cap 16, solver=%s: %lld/%lld steps identical, final "
         "overlap %.4f\n",

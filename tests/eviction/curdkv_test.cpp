@@ -253,6 +253,18 @@ TEST(Curdkv, ExactSolverMatchesTheOracleWhenTheRankCapTruncates) {
   }
 }
 
+// Slots the two caches' heads (batch 0) hold in common, summed over the heads.
+int64_t common_slots(const vq::KVCache& x, const vq::KVCache& y) {
+  int64_t common = 0;
+  for (int64_t h = 0; h < x.kv_heads(); ++h) {
+    const auto a = sorted_positions(x, 0, h), b = sorted_positions(y, 0, h);
+    std::vector<int64_t> both;
+    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
+    common += static_cast<int64_t>(both.size());
+  }
+  return common;
+}
+
 // The fast solver tracks the subspace with one iteration per token, in fp32: its cumulative
 // scores stay within 2% of the oracle's and it keeps nearly the same tokens.
 TEST(Curdkv, FastSolverTracksTheOracleWhenTheRankCapTruncates) {
@@ -262,15 +274,7 @@ TEST(Curdkv, FastSolverTracksTheOracleWhenTheRankCapTruncates) {
   auto ref = vq::make_cache("curdkv:budget=40,n_sink=2,rank_cap=8,solver=reference", 32);
   fast->update(K, V);
   ref->update(K, V);
-  const auto pf = fast->fetch().positions, pr = ref->fetch().positions;
-  int64_t common = 0;
-  for (int64_t h = 0; h < 2; ++h) {
-    std::vector<int64_t> a(pf.begin() + h * 40, pf.begin() + (h + 1) * 40);
-    std::vector<int64_t> b(pr.begin() + h * 40, pr.begin() + (h + 1) * 40);
-    std::vector<int64_t> both;
-    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
-    common += static_cast<int64_t>(both.size());
-  }
+  const int64_t common = common_slots(*fast, *ref);
   EXPECT_GE(common, 76) << "kept sets overlap in " << common << " of 80 slots";
   // Per-step scores on one block: fp32 subspace after warm-up vs the oracle.
   vq::Rng rng(3);
@@ -302,15 +306,7 @@ TEST(Curdkv, HeavySolverTracksTheOracleWhenTheRankCapTruncates) {
     auto ref = vq::make_cache("curdkv:budget=40,n_sink=2,rank_cap=8,solver=reference", 32);
     heavy->update(K, V);
     ref->update(K, V);
-    const auto pf = heavy->fetch().positions, pr = ref->fetch().positions;
-    int64_t common = 0;
-    for (int64_t h = 0; h < 2; ++h) {
-      std::vector<int64_t> a(pf.begin() + h * 40, pf.begin() + (h + 1) * 40);
-      std::vector<int64_t> b(pr.begin() + h * 40, pr.begin() + (h + 1) * 40);
-      std::vector<int64_t> both;
-      std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(both));
-      common += static_cast<int64_t>(both.size());
-    }
+    const int64_t common = common_slots(*heavy, *ref);
     std::printf("[ curdkv heavy ] random stream%s: kept sets overlap in %lld of 80 slots\n", extra,
                 static_cast<long long>(common));
     EXPECT_GE(common, std::string(extra).empty() ? 76 : 68) << extra;

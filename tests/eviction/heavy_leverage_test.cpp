@@ -32,6 +32,20 @@ std::vector<double> peaky_weights(int64_t n, double spread, vq::Rng& rng) {
   return a;
 }
 
+// the closed form a_i^2 ||v_i||^2 / sum_j a_j^2 ||v_j||^2 of rows [0, n): every direction kept, an
+// upper bound on each row's leverage at any rank
+std::vector<double> closed_form(const RowMatF& V, const std::vector<double>& a, int64_t n) {
+  std::vector<double> e(static_cast<size_t>(n));
+  double E = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    e[static_cast<size_t>(i)] =
+        a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * V.row(i).squaredNorm();
+    E += e[static_cast<size_t>(i)];
+  }
+  for (double& x : e) x /= E;
+  return e;
+}
+
 // the oracle's leverage of diag(a) V (rows [0, n)) at rank r
 std::vector<double> oracle(const RowMatF& V, const std::vector<double>& a, int64_t n, int64_t r) {
   const int64_t D = V.cols();
@@ -88,14 +102,12 @@ TEST(HeavyLeverage, ScoresAreBoundedByTheClosedFormAndSumBelowOne) {
   for (int step = 0; step < 20; ++step) {
     const auto a = peaky_weights(n, 2.5, rng);
     lev.score(Vs, a.data(), n, r, l.data());
-    double E = 0, total = 0;
-    for (int64_t i = 0; i < n; ++i)
-      E += a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * V.row(i).squaredNorm();
+    const auto closed = closed_form(V, a, n);
+    double total = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const double closed =
-          a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * V.row(i).squaredNorm() / E;
       ASSERT_GE(l[static_cast<size_t>(i)], 0.0);
-      ASSERT_LE(l[static_cast<size_t>(i)], closed * (1 + 1e-5) + 1e-12) << "row " << i;
+      ASSERT_LE(l[static_cast<size_t>(i)], closed[static_cast<size_t>(i)] * (1 + 1e-5) + 1e-12)
+          << "row " << i;
       total += l[static_cast<size_t>(i)];
     }
     EXPECT_LE(total, 1.0 + 1e-5);
@@ -156,14 +168,9 @@ TEST(HeavyLeverage, SlotReportsMoveTheCachedProjections) {
       }
       differs += li != lf;
       // the cached norms belong to the rows now in their slots: no score above its closed form
-      double E = 0;
+      const auto closed = closed_form(V, a, n);
       for (int64_t i = 0; i < n; ++i)
-        E += a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] * V.row(i).squaredNorm();
-      for (int64_t i = 0; i < n; ++i)
-        ASSERT_LE(li[static_cast<size_t>(i)], a[static_cast<size_t>(i)] *
-                                                      a[static_cast<size_t>(i)] *
-                                                      V.row(i).squaredNorm() / E * (1 + 1e-5) +
-                                                  1e-12)
+        ASSERT_LE(li[static_cast<size_t>(i)], closed[static_cast<size_t>(i)] * (1 + 1e-5) + 1e-12)
             << "step " << step << " row " << i;
       // CurDKV's slot changes: append at slot n, then the last row moves into an evicted slot
       fill_row(V, n, rng);
