@@ -4,10 +4,89 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "eviction/leverage.hpp"
 
 namespace vq::eviction {
+namespace {
+
+// The basis and every product against it are stored with their r columns padded to a multiple
+// of kLanes (zeros beyond r), so the products below run on whole 16-float groups held in
+// registers: at this solver's sizes (t <= 32 rows, r <= 16, D <= 128) a general GEMM spends more
+// on packing and dispatch than on arithmetic.
+constexpr int64_t kLanes = 16;
+
+int64_t padded(int64_t r) {
+  return (r + kLanes - 1) / kLanes * kLanes;
+}
+
+// out[j * ldb + c] = sum_d A[j * D + d] * B[d * ldb + c] for j < m, c < ldb (a multiple of
+// kLanes): each output one chain over d in ascending order, whatever m or the grouping of rows.
+void times_basis(const float* __restrict A, int64_t m, int64_t D, const float* __restrict B,
+                 int64_t ldb, float* __restrict out) {
+  for (int64_t c0 = 0; c0 < ldb; c0 += kLanes) {
+    int64_t j = 0;
+    for (; j + 4 <= m; j += 4) {  // four rows per pass: four independent chains
+      float s0[kLanes] = {}, s1[kLanes] = {}, s2[kLanes] = {}, s3[kLanes] = {};
+      const float* a = A + j * D;
+      for (int64_t d = 0; d < D; ++d) {
+        const float* b = B + d * ldb + c0;
+        const float x0 = a[d], x1 = a[D + d], x2 = a[2 * D + d], x3 = a[3 * D + d];
+        for (int64_t c = 0; c < kLanes; ++c) {
+          s0[c] += x0 * b[c];
+          s1[c] += x1 * b[c];
+          s2[c] += x2 * b[c];
+          s3[c] += x3 * b[c];
+        }
+      }
+      std::copy_n(s0, kLanes, out + j * ldb + c0);
+      std::copy_n(s1, kLanes, out + (j + 1) * ldb + c0);
+      std::copy_n(s2, kLanes, out + (j + 2) * ldb + c0);
+      std::copy_n(s3, kLanes, out + (j + 3) * ldb + c0);
+    }
+    for (; j < m; ++j) {
+      float s0[kLanes] = {};
+      const float* a = A + j * D;
+      for (int64_t d = 0; d < D; ++d) {
+        const float* b = B + d * ldb + c0;
+        const float x0 = a[d];
+        for (int64_t c = 0; c < kLanes; ++c) s0[c] += x0 * b[c];
+      }
+      std::copy_n(s0, kLanes, out + j * ldb + c0);
+    }
+  }
+}
+
+// x . y in eight interleaved partial sums (one vector register's lanes), combined in a fixed
+// order: the same bits on every call, without one serial chain of n dependent adds.
+double lanes_sum(const double (&acc)[8]) {
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+double dot(const double* __restrict x, const double* __restrict y, int64_t n) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * y[i + l];
+  double s = lanes_sum(acc);
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+// One classical Gram-Schmidt pass: x -= sum_p (q_p . x) q_p over q_0 .. q_{k-1} (rows of Qc, each
+// D long), all k coefficients taken from the same x (two matrix-vector products, unlike the
+// modified form's chain of dependent dots); h holds k of them.
+void project_out(const double* Qc, int64_t k, int64_t D, double* x, double* h) {
+  if (k == 0) return;
+  using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Map<const RowMatD> Q(Qc, k, D);
+  Eigen::Map<Eigen::VectorXd> xv(x, D), hv(h, k);
+  hv.noalias() = Q * xv;
+  xv.noalias() -= Q.transpose() * hv;
+}
+
+}  // namespace
 
 void HeavyLeverage::ensure_slots(int64_t n) {
   if (static_cast<int64_t>(state_.size()) >= n) return;
@@ -52,7 +131,8 @@ void HeavyLeverage::project_rows(const store::RowSource& V, const std::vector<in
   if (m == 0) return;
   Vr_.resize(m, D);
   for (int64_t j = 0; j < m; ++j) V.read(slots[static_cast<size_t>(j)], 1, Vr_.data() + j * D);
-  Pr_.noalias() = Vr_ * Q_;
+  Pr_.resize(m, Q_.cols());
+  times_basis(Vr_.data(), m, D, Q_.data(), Q_.cols(), Pr_.data());
   for (int64_t j = 0; j < m; ++j) {
     const auto i = static_cast<size_t>(slots[static_cast<size_t>(j)]);
     vn_[i] = Vr_.row(j).squaredNorm();
@@ -147,33 +227,48 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
   }
 }
 
-// Y <- an orthonormal basis of span(Y) by CholeskyQR twice (Y R^-1 with R^T R = Y^T Y, then
-// again for the orthogonality the first pass loses to Y's conditioning): two small products and
-// triangular solves, in double. False when Y is too ill-conditioned for it (the caller uses
-// Householder instead).
-bool HeavyLeverage::cholesky_qr2(Eigen::MatrixXd& Y) {
-  // Y = (Gram) Q has columns of very different lengths (the Gram matrix's eigenvalues); unit
-  // columns leave only the angles between them in its condition number
-  for (Eigen::Index j = 0; j < Y.cols(); ++j) {
-    const double norm = Y.col(j).norm();
-    if (!(norm > 0) || !std::isfinite(norm)) return false;
-    Y.col(j) /= norm;
+// Q_ <- an orthonormal basis of the span of Y_'s first r columns: classical Gram-Schmidt in double,
+// run twice per column (the second pass restores the orthogonality the first loses when a column
+// is nearly dependent on the earlier ones), on unit columns (Y = Gram Q has columns of very
+// different lengths). A column with nothing left after the passes (under 1e-7 of its length: Y
+// is numerically rank-deficient, e.g. when a few rows hold all the weight) is replaced by the
+// coordinate axis the basis so far covers least, so the basis always has r columns.
+void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
+  const int64_t ld = Y_.cols();
+  qc_.assign(static_cast<size_t>(r * D + r + D), 0.0);
+  double* h = qc_.data() + r * D;
+  double* cover = h + r;  // [D] sum over the columns so far of their squared entries
+  for (int64_t c = 0; c < r; ++c) {
+    double* x = qc_.data() + c * D;
+    for (int64_t d = 0; d < D; ++d) x[d] = static_cast<double>(Y_(d, c));
+    const double n0 = std::sqrt(dot(x, x, D));
+    bool ok = n0 > 0 && std::isfinite(n0);
+    if (ok) {
+      for (int64_t d = 0; d < D; ++d) x[d] /= n0;
+      project_out(qc_.data(), c, D, x, h);
+      project_out(qc_.data(), c, D, x, h);
+      const double n1 = std::sqrt(dot(x, x, D));
+      ok = n1 > 1e-7 && std::isfinite(n1);
+      if (ok)
+        for (int64_t d = 0; d < D; ++d) x[d] /= n1;
+    }
+    if (!ok) {
+      int64_t axis = 0;
+      for (int64_t d = 1; d < D; ++d)
+        if (cover[d] < cover[axis]) axis = d;
+      std::fill(x, x + D, 0.0);
+      x[axis] = 1.0;  // c < D columns cover at most c / D < 1 of the axes' total on average
+      project_out(qc_.data(), c, D, x, h);
+      project_out(qc_.data(), c, D, x, h);
+      const double n1 = std::sqrt(dot(x, x, D));
+      for (int64_t d = 0; d < D; ++d) x[d] /= n1;
+    }
+    for (int64_t d = 0; d < D; ++d) cover[d] += x[d] * x[d];
   }
-  for (int pass = 0; pass < 2; ++pass) {
-    C_.noalias() = Y.transpose() * Y;
-    Eigen::LLT<Eigen::MatrixXd> llt(C_);
-    if (llt.info() != Eigen::Success) return false;
-    const auto R = llt.matrixU();
-    const Eigen::VectorXd d = llt.matrixLLT().diagonal();
-    if (!(d.minCoeff() > 1e-7 * d.maxCoeff()) || !std::isfinite(d.maxCoeff())) return false;
-    // Y R^-1 as one product with the small inverse (Eigen's right-hand triangular solve is
-    // slower at these sizes)
-    Rinv_.setIdentity(Y.cols(), Y.cols());
-    R.solveInPlace(Rinv_);
-    Yt_.noalias() = Y * Rinv_.triangularView<Eigen::Upper>();
-    Y.swap(Yt_);
-  }
-  return true;
+  Q_.setZero(D, ld);
+  for (int64_t d = 0; d < D; ++d)
+    for (int64_t c = 0; c < r; ++c)
+      Q_(d, c) = static_cast<float>(qc_[static_cast<size_t>(c * D + d)]);
 }
 
 void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n, int64_t rank_cap,
@@ -245,29 +340,29 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
     V.read(T_[static_cast<size_t>(j)], 1, Vt_.data() + j * D);
     at_(j) = static_cast<float>(a[T_[static_cast<size_t>(j)]]);
   }
-  if (closed || Q_.rows() != D || Q_.cols() != rank) {
+  const int64_t ld = padded(rank);
+  Pt_.resize(t, ld);
+  if (closed || Q_.rows() != D || r_ != rank) {
     // cold start: the exact top eigenspace of the heavy rows' Gram matrix, once
     const Eigen::MatrixXd W = (at_.asDiagonal() * Vt_).cast<double>();
     Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(W.transpose() * W);
-    Q_ = es.eigenvectors().rightCols(rank).rowwise().reverse().cast<float>();
+    Q_.setZero(D, ld);
+    Q_.leftCols(rank) = es.eigenvectors().rightCols(rank).rowwise().reverse().cast<float>();
+    r_ = rank;
     ++cold_;
   } else {
     // one warm-started iteration: Q <- orth(V_T^T diag(a_T^2) V_T Q)
-    Pt_.noalias() = Vt_ * Q_;
-    Pt_ = at_.cwiseAbs2().asDiagonal() * Pt_;
-    Y_.noalias() = Vt_.transpose() * Pt_;
+    times_basis(Vt_.data(), t, D, Q_.data(), ld, Pt_.data());
+    for (int64_t j = 0; j < t; ++j) Pt_.row(j) *= at_(j) * at_(j);
+    VtT_ = Vt_.transpose();
+    Y_.resize(D, ld);
+    times_basis(VtT_.data(), D, t, Pt_.data(), ld, Y_.data());
     // orthonormalized in double: the heavy rows' Gram matrix often spans more orders of
     // magnitude than fp32 Gram-Schmidt can separate
-    Yd_ = Y_.cast<double>();
-    if (cholesky_qr2(Yd_)) {
-      Q_ = Yd_.cast<float>();
-    } else {  // numerically rank-deficient: Householder completes the basis
-      Y_.noalias() = Vt_.transpose() * Pt_;
-      Eigen::HouseholderQR<Eigen::MatrixXf> qr(Y_);
-      Q_ = qr.householderQ() * Eigen::MatrixXf::Identity(D, rank);
-    }
+    orthonormalize(D, rank);
   }
-  Pt_.noalias() = Vt_ * Q_;  // the heavy rows against the new basis (also the seed's input)
+  // the heavy rows against the new basis (also the seed's input)
+  times_basis(Vt_.data(), t, D, Q_.data(), ld, Pt_.data());
   for (int64_t j = 0; j < t; ++j) {
     const auto i = static_cast<size_t>(T_[static_cast<size_t>(j)]);
     vn_[i] = Vt_.row(j).squaredNorm();
@@ -330,28 +425,41 @@ double HeavyLeverage::seed(Weight b, double energy, const double* w_new, int64_t
   const int64_t n = n_;
   // every direction of the enlarged block kept, or no energy in the old rows to compete with
   if (std::min<int64_t>({rank_cap, n + 1, D}) == std::min(n + 1, D) || !ready_) return wn2 / total;
-  const int64_t r = Q_.cols();
+  const int64_t r = r_, ld = Q_.cols();
   const auto t = static_cast<int64_t>(T_.size());
-  const Eigen::VectorXf w = wd.cast<float>();
-  const Eigen::VectorXf wq = Q_.transpose() * w;
-  u_ = w - Q_ * wq;
+  w_ = wd.cast<float>();
+  wq_.resize(ld);
+  times_basis(w_.data(), 1, D, Q_.data(), ld, wq_.data());
+  u_.resize(D);
+  for (int64_t d = 0; d < D; ++d) {
+    float s = 0;
+    for (int64_t c = 0; c < ld; ++c) s += Q_(d, c) * wq_(c);
+    u_(d) = w_(d) - s;
+  }
   const float un = u_.norm();
   const bool extend = un > 1e-6f * std::sqrt(static_cast<float>(wn2));
   const int64_t m = r + (extend ? 1 : 0);
-  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Pb(t, r);
-  for (int64_t j = 0; j < t; ++j) Pb.row(j) = b(j) * Pt_.row(j);
-  Eigen::MatrixXd Tm(m, m);
-  Tm.topLeftCorner(r, r) = (Pb.transpose() * Pb).cast<double>();
-  Eigen::VectorXd wb(m);
-  wb.head(r) = wq.cast<double>();
+  Pb_.resize(t, ld);
+  for (int64_t j = 0; j < t; ++j) Pb_.row(j) = b(j) * Pt_.row(j);
+  PbT_ = Pb_.transpose();
+  Ab_.resize(ld, ld);
+  times_basis(PbT_.data(), r, t, Pb_.data(), ld, Ab_.data());
+  Eigen::MatrixXd& Tm = Tm_;
+  Tm.resize(m, m);
+  Tm.topLeftCorner(r, r) = Ab_.topLeftCorner(r, r).cast<double>();
+  Eigen::VectorXd& wb = wb_;
+  wb.resize(m);
+  wb.head(r) = wq_.head(r).cast<double>();
   if (extend) {
     u_ /= un;
-    vu_.noalias() = Vt_ * u_;
-    for (int64_t j = 0; j < t; ++j) vu_(j) *= b(j);
-    Tm.topRightCorner(r, 1) = (Pb.transpose() * vu_).cast<double>();
+    vu_.resize(t);
+    for (int64_t j = 0; j < t; ++j) vu_(j) = b(j) * Vt_.row(j).dot(u_.transpose());
+    wq_.setZero();  // reused: Pb^T vu
+    times_basis(vu_.data(), 1, t, Pb_.data(), ld, wq_.data());
+    Tm.topRightCorner(r, 1) = wq_.head(r).cast<double>();
     Tm.bottomLeftCorner(1, r) = Tm.topRightCorner(r, 1).transpose();
     Tm(r, r) = static_cast<double>(vu_.squaredNorm());
-    wb(r) = static_cast<double>(w.dot(u_));
+    wb(r) = static_cast<double>(w_.dot(u_));
   }
   Tm.noalias() += wb * wb.transpose();
   if (m <= r) return wb.squaredNorm() / total;  // nothing to drop
@@ -370,9 +478,9 @@ int64_t HeavyLeverage::bytes() const {
     return static_cast<int64_t>(x.size()) * static_cast<int64_t>(sizeof(float));
   };
   return v(vn_) + v(qn_) + v(state_) + v(e_) + v(cand_) + v(T_) + v(redo_) + v(dirty_) + v(bin_) +
-         static_cast<int64_t>((Yd_.size() + C_.size() + Rinv_.size() + Yt_.size()) *
-                              sizeof(double)) +
-         e(Vt_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(at_) + e(row_) + e(u_) + e(vu_);
+         v(qc_) + static_cast<int64_t>((Tm_.size() + wb_.size()) * sizeof(double)) + e(Vt_) +
+         e(VtT_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(Pb_) + e(PbT_) + e(Ab_) + e(at_) +
+         e(row_) + e(u_) + e(vu_) + e(w_) + e(wq_);
 }
 
 }  // namespace vq::eviction

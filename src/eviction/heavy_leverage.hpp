@@ -61,7 +61,7 @@ class HeavyLeverage {
   enum : uint8_t { kNothing = 0, kNorm = 1, kProjected = 2, kQueued = 3 };
   void ensure_slots(int64_t n);
   void select_heavy(int64_t n, int64_t need, double heaviest);
-  bool cholesky_qr2(Eigen::MatrixXd& Y);
+  void orthonormalize(int64_t D, int64_t r);
   void project_rows(const store::RowSource& V, const std::vector<int64_t>& slots);
   // b(j) = the new weight of heavy row j (by position in T)
   template <typename Weight>
@@ -77,11 +77,15 @@ class HeavyLeverage {
   std::vector<int64_t> redo_;   // slots to (re)project this call
   std::vector<int64_t> dirty_;  // slots reported changed since the last call (may repeat)
   std::vector<uint16_t> bin_;   // [n] select_heavy's magnitude bins
-  Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Vt_, Pt_, Vr_, Pr_;
-  Eigen::MatrixXf Q_, Y_;
-  Eigen::MatrixXd Yd_, C_, Rinv_, Yt_;
-  Eigen::VectorXf at_, row_, u_, vu_;
-  int64_t n_ = 0, t_ = 0, cursor_ = 0, cold_ = 0;
+  using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  // Q_ is D x ld with ld = r_ rounded up to 16 (zero columns past r_); Pt_, Pr_, Pb_ and Y_
+  // carry the same padding
+  RowMatF Vt_, VtT_, Pt_, Vr_, Pr_, Q_, Y_, Pb_, PbT_, Ab_;
+  std::vector<double> qc_;  // orthonormalize's columns, in double
+  Eigen::MatrixXd Tm_;      // the seed's Rayleigh-Ritz matrix
+  Eigen::VectorXd wb_;
+  Eigen::VectorXf at_, row_, u_, vu_, w_, wq_;
+  int64_t n_ = 0, t_ = 0, r_ = 0, cursor_ = 0, cold_ = 0;
   int64_t seen_ = 0;        // slots [0, seen_) have been through a scoring call
   bool all_dirty_ = false;  // invalidate(): every slot's cache is stale
   double E_ = 0;

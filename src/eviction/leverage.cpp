@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
@@ -506,66 +507,151 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
                              double abs_tol) {
   const Eigen::Index m = T.rows();
   if (m < 2) return false;
-  Eigen::Tridiagonalization<Eigen::MatrixXd> tri(T);
-  const Eigen::VectorXd d = tri.diagonal();
-  const Eigen::VectorXd e = tri.subDiagonal();
-  double lo = d(0), hi = d(0), nrm = 0;
+  // Householder tridiagonalization H^T T H = tridiag(d, e), in place on a copy of T's lower
+  // triangle-and-more (full storage, row-major), with each reflector applied to b as it is made:
+  // bt = H^T b, so that b . z = bt . x for x the tridiagonal matrix's eigenvector. Hand-written
+  // for these sizes (m <= head_dim + 1): no allocation past the first call on a thread.
+  thread_local std::vector<double> work;
+  const auto mm = static_cast<size_t>(m);
+  work.resize(mm * mm + 7 * mm);
+  double* A = work.data();
+  double* bt = A + mm * mm;
+  double* v = bt + mm;
+  double* pv = v + mm;
+  double* d = pv + mm;
+  double* e = d + mm;
+  double* piv = e + mm;
+  double* x = piv + mm;  // and mult = v (free by then)
+  for (Eigen::Index i = 0; i < m; ++i) {
+    for (Eigen::Index j = 0; j < m; ++j) A[i * m + j] = T(i, j);
+    bt[i] = b(i);
+  }
+  for (Eigen::Index k = 0; k + 2 < m; ++k) {
+    // the reflector that zeroes A[k+2.., k]: v = x - alpha e_1 over rows k+1..m-1
+    const Eigen::Index r0 = k + 1, len = m - r0;
+    double tail = 0;
+    for (Eigen::Index i = 1; i < len; ++i) tail += A[(r0 + i) * m + k] * A[(r0 + i) * m + k];
+    const double x0 = A[r0 * m + k];
+    if (!(tail > 0)) {  // already tridiagonal in this column (or non-finite: caught below)
+      if (!std::isfinite(tail)) return false;
+      continue;
+    }
+    const double norm = std::sqrt(x0 * x0 + tail);
+    const double alpha = x0 >= 0 ? -norm : norm;
+    v[0] = x0 - alpha;
+    for (Eigen::Index i = 1; i < len; ++i) v[i] = A[(r0 + i) * m + k];
+    const double vtv = v[0] * v[0] + tail;
+    const double beta = 2.0 / vtv;
+    // trailing block S (rows/cols r0..): S <- (I - beta v v^T) S (I - beta v v^T)
+    //   p = beta S v, K = beta/2 (v . p), q = p - K v, S <- S - v q^T - q v^T
+    // S v as a sum of S's columns (rows, S being symmetric): independent lanes, no reductions
+    for (Eigen::Index i = 0; i < len; ++i) pv[i] = 0;
+    for (Eigen::Index j = 0; j < len; ++j) {
+      const double* row = A + (r0 + j) * m + r0;
+      const double vj = v[j];
+      for (Eigen::Index i = 0; i < len; ++i) pv[i] += vj * row[i];
+    }
+    double vp = 0;
+    for (Eigen::Index i = 0; i < len; ++i) {
+      pv[i] *= beta;
+      vp += v[i] * pv[i];
+    }
+    const double K = 0.5 * beta * vp;
+    for (Eigen::Index i = 0; i < len; ++i) pv[i] -= K * v[i];
+    for (Eigen::Index i = 0; i < len; ++i) {
+      double* row = A + (r0 + i) * m + r0;
+      for (Eigen::Index j = 0; j < len; ++j) row[j] -= v[i] * pv[j] + pv[i] * v[j];
+    }
+    A[r0 * m + k] = alpha;
+    double vb = 0;
+    for (Eigen::Index i = 0; i < len; ++i) vb += v[i] * bt[r0 + i];
+    vb *= beta;
+    for (Eigen::Index i = 0; i < len; ++i) bt[r0 + i] -= vb * v[i];
+  }
+  for (Eigen::Index i = 0; i < m; ++i) {
+    d[i] = A[i * m + i];
+    if (i + 1 < m) e[i] = A[(i + 1) * m + i];
+  }
+  double lo = d[0], hi = d[0], nrm = 0;
   for (Eigen::Index i = 0; i < m; ++i) {  // Gershgorin interval
-    const double rad = (i > 0 ? std::abs(e(i - 1)) : 0.0) + (i + 1 < m ? std::abs(e(i)) : 0.0);
-    lo = std::min(lo, d(i) - rad);
-    hi = std::max(hi, d(i) + rad);
-    nrm = std::max(nrm, std::abs(d(i)) + rad);
+    const double rad = (i > 0 ? std::abs(e[i - 1]) : 0.0) + (i + 1 < m ? std::abs(e[i]) : 0.0);
+    lo = std::min(lo, d[i] - rad);
+    hi = std::max(hi, d[i] + rad);
+    nrm = std::max(nrm, std::abs(d[i]) + rad);
   }
   if (!(nrm > 0) || !std::isfinite(nrm)) return false;
   const double eps = std::numeric_limits<double>::epsilon();
   const double pivmin = std::numeric_limits<double>::min() / eps;
-  auto count_below = [&](double x) {  // eigenvalues of the tridiagonal matrix below x
-    int c = 0;
-    double q = d(0) - x;
-    if (std::abs(q) < pivmin) q = -pivmin;
-    c += q < 0;
-    for (Eigen::Index i = 1; i < m; ++i) {
-      q = d(i) - x - e(i - 1) * e(i - 1) / q;
-      if (std::abs(q) < pivmin) q = -pivmin;
-      c += q < 0;
+  // Sturm counts (eigenvalues of the tridiagonal matrix below a shift) at three shifts at once:
+  // each count is a chain of dependent divisions, three chains keep the divider busy
+  auto below3 = [&](const double s[3], int c[3]) {
+    double q[3];
+    for (int t = 0; t < 3; ++t) {
+      q[t] = d[0] - s[t];
+      if (std::abs(q[t]) < pivmin) q[t] = -pivmin;
+      c[t] = q[t] < 0;
     }
-    return c;
+    for (Eigen::Index i = 1; i < m; ++i) {
+      const double e2 = e[i - 1] * e[i - 1];
+      for (int t = 0; t < 3; ++t) {
+        q[t] = d[i] - s[t] - e2 / q[t];
+        if (std::abs(q[t]) < pivmin) q[t] = -pivmin;
+        c[t] += q[t] < 0;
+      }
+    }
   };
-  // bisect to full relative precision, or (abs_tol > 0) to abs_tol * ||T||: three inverse
-  // iterations from a shift that close converge unless the two smallest eigenvalues are
-  // within ~abs_tol * 1e3 of each other, where dropping either is as good
+  // narrow [lo, hi] around the smallest eigenvalue to full relative precision, or (abs_tol > 0)
+  // to abs_tol * ||T||, a quarter per round: three inverse iterations from a shift that close
+  // converge unless the two smallest eigenvalues are within ~abs_tol * 1e3 of each other, where
+  // dropping either is as good
   const double width = abs_tol > 0 ? abs_tol * nrm : 0.0;
   for (int it = 0;
-       it < 200 &&
+       it < 100 &&
        hi - lo > std::max(width, 2 * eps * std::max(std::abs(lo), std::abs(hi)) + pivmin);
        ++it) {
-    const double mid = 0.5 * (lo + hi);
-    if (count_below(mid) >= 1) {
-      hi = mid;
+    const double step = 0.25 * (hi - lo);
+    const double s[3] = {lo + step, lo + 2 * step, hi - step};
+    int c[3];
+    below3(s, c);
+    if (c[0] >= 1) {
+      hi = s[0];
+    } else if (c[1] >= 1) {
+      lo = s[0];
+      hi = s[1];
+    } else if (c[2] >= 1) {
+      lo = s[1];
+      hi = s[2];
     } else {
-      lo = mid;
+      lo = s[2];
     }
   }
+  // inverse iteration: LDL^T of the tridiagonal matrix shifted just below the eigenvalue
   const double shift = lo - 8 * eps * nrm;
-  Eigen::VectorXd piv(m), mult(m), x = Eigen::VectorXd::Ones(m);
-  piv(0) = d(0) - shift;
+  double* mult = v;
+  piv[0] = d[0] - shift;
   for (Eigen::Index i = 1; i < m; ++i) {
-    mult(i - 1) = e(i - 1) / piv(i - 1);
-    piv(i) = d(i) - shift - mult(i - 1) * e(i - 1);
+    mult[i - 1] = e[i - 1] / piv[i - 1];
+    piv[i] = d[i] - shift - mult[i - 1] * e[i - 1];
   }
   for (Eigen::Index i = 0; i < m; ++i)
-    if (!(piv(i) > 0) || !std::isfinite(piv(i))) return false;
+    if (!(piv[i] > 0) || !std::isfinite(piv[i])) return false;
+  for (Eigen::Index i = 0; i < m; ++i) x[i] = 1.0;
   for (int it = 0; it < 3; ++it) {
-    for (Eigen::Index i = 1; i < m; ++i) x(i) -= mult(i - 1) * x(i - 1);
-    for (Eigen::Index i = 0; i < m; ++i) x(i) /= piv(i);
-    for (Eigen::Index i = m - 1; i-- > 0;) x(i) -= mult(i) * x(i + 1);
-    const double xn = x.norm();
+    for (Eigen::Index i = 1; i < m; ++i) x[i] -= mult[i - 1] * x[i - 1];
+    for (Eigen::Index i = 0; i < m; ++i) x[i] /= piv[i];
+    for (Eigen::Index i = m - 1; i-- > 0;) x[i] -= mult[i] * x[i + 1];
+    double xn = 0;
+    for (Eigen::Index i = 0; i < m; ++i) xn += x[i] * x[i];
+    xn = std::sqrt(xn);
     if (!(xn > 0) || !std::isfinite(xn)) return false;
-    x /= xn;
+    for (Eigen::Index i = 0; i < m; ++i) x[i] /= xn;
   }
-  const Eigen::VectorXd z = tri.matrixQ() * x;
-  const double p = b.dot(z);
-  out = std::max(b.squaredNorm() - p * p, 0.0);
+  double p = 0, bb = 0;
+  for (Eigen::Index i = 0; i < m; ++i) {
+    p += bt[i] * x[i];
+    bb += b(i) * b(i);
+  }
+  out = std::max(bb - p * p, 0.0);
   return std::isfinite(out);
 }
 

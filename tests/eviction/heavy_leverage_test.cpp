@@ -220,3 +220,49 @@ TEST(HeavyLeverage, DegenerateBlocksGiveFiniteScores) {
 }
 
 }  // namespace
+
+// energy_outside_smallest (the seed's Rayleigh-Ritz step, shared with solver=fast) against a full
+// eigensolve: dense, diagonal (no reflector to make), tridiagonal and nearly singular matrices,
+// sizes from 2 to past head_dim 128 + 1.
+TEST(HeavyLeverage, EnergyOutsideTheSmallestDirectionMatchesAFullEigensolve) {
+  vq::Rng rng(7);
+  int checked = 0;
+  for (const int64_t m : {2, 3, 5, 17, 33, 129}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      Eigen::MatrixXd T(m, m);
+      if (kind == 0 || kind == 3) {  // Gram matrix (kind 3: its smallest eigenvalue ~1e-9)
+        Eigen::MatrixXd X(m + 3, m);
+        for (int64_t i = 0; i < X.size(); ++i) X.data()[i] = rng.normal();
+        T = X.transpose() * X;
+        if (kind == 3) {
+          Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T);
+          Eigen::VectorXd ev = es.eigenvalues();
+          ev(0) = 1e-9 * ev(m - 1);
+          T = es.eigenvectors() * ev.asDiagonal() * es.eigenvectors().transpose();
+          T = 0.5 * (T + T.transpose()).eval();
+        }
+      } else {
+        T.setZero();
+        for (int64_t i = 0; i < m; ++i) T(i, i) = 1.0 + 3.0 * rng.uniform();
+        if (kind == 2)
+          for (int64_t i = 0; i + 1 < m; ++i) T(i, i + 1) = T(i + 1, i) = 0.4 * rng.normal();
+      }
+      Eigen::VectorXd b(m);
+      for (int64_t i = 0; i < m; ++i) b(i) = rng.normal();
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T);
+      const double p = b.dot(es.eigenvectors().col(0));
+      const double want = b.squaredNorm() - p * p;
+      const double gap = (es.eigenvalues()(1) - es.eigenvalues()(0)) / es.eigenvalues()(m - 1);
+      for (const double tol : {0.0, 1e-6}) {
+        double got = -1;
+        ASSERT_TRUE(vq::eviction::energy_outside_smallest(T, b, got, tol))
+            << "m " << m << " kind " << kind << " tol " << tol;
+        if (tol > 0 && gap < 1e-2) continue;  // a coarse shift converges only with a gap
+        EXPECT_NEAR(got, want, 1e-8 * b.squaredNorm())
+            << "m " << m << " kind " << kind << " tol " << tol;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 30);
+}
