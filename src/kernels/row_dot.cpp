@@ -276,6 +276,79 @@ struct Q4KRows {
   }
 };
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// Q4_K with 512-bit vectors, where the build has AVX-512 BW. The 256-bit kernel above spends
+// more on its per-sub-block scalar work (unpacking the 6-bit scale and min, the products with
+// the input block's scale, the min term) than on the codes: Q4_K ran at about half Q8_0's
+// weights per second. Here a super-block's eight scales and mins are unpacked together with
+// 32-bit integer operations and widened once, its eight products d * sc * scale[i] come from one
+// 8-lane product, its min terms accumulate in an 8-lane vector (dmin * mn * scale[i] * sum(q)),
+// and each 32-value sub-block's exact int32 sum (codes widened to int16 against the int16 input,
+// pairwise, VNNI's dpwssd where the build has it) is converted once and scaled into one of four
+// 16-lane accumulators. 8192 x 2048, one thread, this machine: 0.88-0.92 ms -> 0.47-0.48 ms
+// (Q8_0: 0.54-0.56 ms). A row's operations depend on the row alone, as for every kernel here.
+struct Q4KRows512 {
+  static constexpr int kRows = 1;
+  template <int R>
+  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
+    static_assert(R == 1, "one row at a time");
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const int16_t* q = in.q.data();
+    const float* xs = in.scale.data();
+    const int32_t* qs = in.qsum.data();
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    __m256 mins = _mm256_setzero_ps();
+    alignas(32) float f[8];
+    for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
+      const uint8_t* b = w + 144 * sb;
+      const __m256 x8 = ld(xs + 8 * sb);
+      // the eight 6-bit scales and mins, four bytes at a time (k_scale_min for all s at once)
+      uint32_t u[3];
+      std::memcpy(u, b + 4, 12);
+      const uint64_t sc8 =
+          (u[0] & 0x3f3f3f3fu) |
+          static_cast<uint64_t>((u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)) << 32;
+      const uint64_t mn8 =
+          (u[1] & 0x3f3f3f3fu) |
+          static_cast<uint64_t>(((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4))
+              << 32;
+      const __m256 scf =
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+      const __m256 mnf =
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn8))));
+      const __m256 qsf =
+          _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
+      _mm256_store_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b)), scf), x8));
+      mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b + 2)), mnf), x8),
+                             qsf, mins);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i raw = ld256(b + 16 + 32 * c);
+        const __m512i lo = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, m4));
+        const __m512i hi = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+        const int16_t* qc = q + 32 * (8 * sb + 2 * c);
+        const __m512i xl = _mm512_loadu_si512(qc), xh = _mm512_loadu_si512(qc + 32);
+#if defined(__AVX512VNNI__)
+        const __m512i sl = _mm512_dpwssd_epi32(_mm512_setzero_si512(), lo, xl);
+        const __m512i sh = _mm512_dpwssd_epi32(_mm512_setzero_si512(), hi, xh);
+#else
+        const __m512i sl = _mm512_madd_epi16(lo, xl);
+        const __m512i sh = _mm512_madd_epi16(hi, xh);
+#endif
+        const int k = (c & 1) * 2;
+        a[k] = _mm512_fmadd_ps(_mm512_set1_ps(f[2 * c]), _mm512_cvtepi32_ps(sl), a[k]);
+        a[k + 1] = _mm512_fmadd_ps(_mm512_set1_ps(f[2 * c + 1]), _mm512_cvtepi32_ps(sh), a[k + 1]);
+      }
+    }
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, t);
+    out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8))) - hsum(mins);
+  }
+};
+#endif
+
 // Q6_K (210 B per 256 values): two halves of 128; in each, for l < 32, values l, l + 32, l + 64,
 // l + 96 take 4 low bits from ql[l], ql[l + 32] (low, low, high, high nibble) and 2 high bits
 // from qh[l] (bits 0-1, 2-3, 4-5, 6-7), minus 32, times d * the int8 scale of the value's
@@ -370,7 +443,11 @@ RowsFn dot_for(GgmlType t) {
     case GgmlType::Q4_0:
       return rows_by<Block32Rows<true>>;
     case GgmlType::Q4_K:
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+      return rows_by<Q4KRows512>;
+#else
       return rows_by<Q4KRows>;
+#endif
     case GgmlType::Q6_K:
       return rows_by<Q6KRows>;
     default:
