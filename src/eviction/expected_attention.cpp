@@ -13,9 +13,13 @@
 // One shot (the prefill protocol): the context's queries give the statistics, every context
 // token is scored once. Decode: the statistics accumulate over every query seen; when the cache
 // is over budget the held tokens are scored with them and the lowest non-sink leaves (kvpress
-// compresses the prefill only). rescore=r > 1 rescores the held tokens every r-th eviction only:
-// in between, tokens that arrived since the last rescore are kept (score +inf) and the lowest of
-// the last scores leaves, so the O(n * D^2) rescoring is paid once per r tokens.
+// compresses the prefill only). A rescore costs O(n D^2) (the quadratic form of every held key),
+// about D/2 attention steps over the same cache in multiply-adds, D in practice (double GEMM;
+// bench speed). rescore=r > 1 rescores the held tokens every r-th eviction only: in between,
+// tokens that arrived since the last rescore are kept (score +inf) and the lowest of the last
+// scores leaves, so the rescoring is paid once per r tokens. rescore=0 (the default) is r =
+// head_dim, at most (budget - n_sink) / 2 (eviction::auto_rescore): about one attention step per
+// token amortised. rescore=1 is the exact rule (every eviction rescored).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -36,10 +40,32 @@ double inv_freq(int64_t i, int64_t D) {
   return std::pow(10000.0, -2.0 * static_cast<double>(i) / static_cast<double>(D));
 }
 
-// x (post-RoPE at position p) rotated back to pre-RoPE, into out (double).
-void unrope(const float* x, int64_t D, int64_t p, double* out) {
+// The RoPE rotation at one position: cos and sin of p * inv_freq(i, D) per pair i < D / 2. The
+// frequencies are computed once per head_dim (a pow per pair per token was a sizeable share of
+// a decode step's cost); the angles once per token for its whole query group.
+struct RopeAngles {
+  int64_t D = -1;
+  std::vector<double> freq, c, s;
+  void init(int64_t d) {
+    D = d;
+    freq.resize(static_cast<size_t>(D / 2));
+    for (int64_t i = 0; i < D / 2; ++i) freq[static_cast<size_t>(i)] = inv_freq(i, D);
+    c.resize(freq.size());
+    s.resize(freq.size());
+  }
+  void at(int64_t p) {
+    for (size_t i = 0; i < freq.size(); ++i) {
+      const double a = static_cast<double>(p) * freq[i];
+      c[i] = std::cos(a);
+      s[i] = std::sin(a);
+    }
+  }
+};
+
+// x (post-RoPE at the position `r` was set to) rotated back to pre-RoPE, into out (double).
+void unrope(const float* x, int64_t D, const RopeAngles& r, double* out) {
   for (int64_t i = 0; i < D / 2; ++i) {
-    const double a = static_cast<double>(p) * inv_freq(i, D), c = std::cos(a), s = std::sin(a);
+    const double c = r.c[static_cast<size_t>(i)], s = r.s[static_cast<size_t>(i)];
     const double x0 = x[2 * i], x1 = x[2 * i + 1];
     out[2 * i] = c * x0 + s * x1;
     out[2 * i + 1] = -s * x0 + c * x1;
@@ -172,6 +198,8 @@ class EAScorer final : public OneShotScorer {
              "expected_attention one-shot: the context holds S = ", S,
              " tokens; it must be longer than n_sink = ", p_.n_sink);
     std::vector<double> q(static_cast<size_t>(D));
+    RopeAngles rope;
+    rope.init(D);
     EAWork work;
     double mx = -std::numeric_limits<double>::infinity();
     for (int64_t h = 0; h < in.H; ++h) {
@@ -180,7 +208,8 @@ class EAScorer final : public OneShotScorer {
         stats[static_cast<size_t>(g)].reset(D);
         for (int64_t s = 0; s < S; ++s) {
           if (in.pos0 + s < p_.n_sink) continue;
-          unrope(in.probe(true, h, g, s), D, in.pos0 + s, q.data());
+          rope.at(in.pos0 + s);
+          unrope(in.probe(true, h, g, s), D, rope, q.data());
           stats[static_cast<size_t>(g)].add(q.data(), D);
         }
       }
@@ -206,7 +235,7 @@ class EACache final : public eviction::EvictionCache {
   EACache(const CacheConfig& c, const CacheContext& ctx)
       : EvictionCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
         p_(c),
-        rescore_(c.get_int("rescore")) {}
+        rescore_(eviction::rescore_interval(c, ctx.head_dim)) {}
 
  protected:
   void on_shape_known(int64_t B, int64_t H) override {
@@ -227,16 +256,19 @@ class EACache final : public eviction::EvictionCache {
     Buffers& w = scratch_.local();
     if (pos >= p_.n_sink) {
       w.qbuf.resize(static_cast<size_t>(D));
+      if (w.rope.D != D) w.rope.init(D);
+      w.rope.at(pos);
       for (int64_t g = 0; g < G; ++g) {
-        unrope(q.G > 0 ? q.row(g) : k, D, pos, w.qbuf.data());
+        unrope(q.G > 0 ? q.row(g) : k, D, w.rope, w.qbuf.data());
         hs[static_cast<size_t>(g)].add(w.qbuf.data(), D);
       }
     }
-    const int64_t slot = append(st, k, v, pos, 0.0);
-    if (!over_budget(st)) return;
     int64_t& since = since_[head_index(st)];
-    if (rescore_ > 1 && since > 0 && since < rescore_) {  // between rescores: the newcomer waits
-      st.score[static_cast<size_t>(slot)] = std::numeric_limits<double>::infinity();
+    // Between rescores a newcomer is held unscored (+inf) until the next rescore.
+    const bool lazy = rescore_ > 1 && since > 0;
+    append(st, k, v, pos, lazy ? std::numeric_limits<double>::infinity() : 0.0);
+    if (!over_budget(st)) return;
+    if (lazy && since < rescore_) {  // between rescores: the lowest of the last scores leaves
       since += 1;
       evict_lowest(st, std::numeric_limits<int64_t>::max());
       return;
@@ -264,6 +296,7 @@ class EACache final : public eviction::EvictionCache {
   struct Buffers {
     std::vector<double> qbuf, sc;
     std::vector<float> kbuf, vbuf;
+    RopeAngles rope;
     EAWork ea;
   };
   eviction::Scratch<Buffers> scratch_;
@@ -283,15 +316,15 @@ MethodInfo expected_attention_method_info() {
   m.family = Family::Eviction;
   m.description =
       "keep the tokens future queries are expected to attend, from the queries' mean and "
-      "covariance rotated to the next positions, times the value norm";
+      "covariance rotated to the next positions, times the value norm (decode: rescored every "
+      "head_dim-th eviction by default)";
   m.options = {
       eviction::budget_option(),
       eviction::n_sink_option(),
       opt_int("future", 512, 1, 1 << 20, "future positions the RoPE rotation is averaged over"),
       opt_bool("covariance", true, "include the queries' covariance term"),
       opt_bool("vnorm", true, "multiply the expected attention by ||v||"),
-      opt_int("rescore", 1, 1, 1 << 20,
-              "decode: rescore the held tokens every r-th eviction (newcomers kept until then)"),
+      eviction::rescore_option("decode, one token per update", "head_dim"),
   };
   eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };

@@ -228,11 +228,12 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
 }
 
 // Q_ <- an orthonormal basis of the span of Y_'s first r columns: classical Gram-Schmidt in double,
-// run twice per column (the second pass restores the orthogonality the first loses when a column
-// is nearly dependent on the earlier ones), on unit columns (Y = Gram Q has columns of very
-// different lengths). A column with nothing left after the passes (under 1e-7 of its length: Y
-// is numerically rank-deficient, e.g. when a few rows hold all the weight) is replaced by the
-// coordinate axis the basis so far covers least, so the basis always has r columns.
+// a second pass for a column that lost more than half its energy in the first (it restores the
+// orthogonality the first loses when a column is nearly dependent on the earlier ones), on unit
+// columns (Y = Gram Q has columns of very different lengths). A column with nothing left after the
+// passes (under 1e-7 of its length: Y is numerically rank-deficient, e.g. when a few rows hold all
+// the weight) is replaced by the coordinate axis the basis so far covers least, so the basis always
+// has r columns.
 void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
   const int64_t ld = Y_.cols();
   qc_.assign(static_cast<size_t>(r * D + r + D), 0.0);
@@ -246,8 +247,13 @@ void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
     if (ok) {
       for (int64_t d = 0; d < D; ++d) x[d] /= n0;
       project_out(qc_.data(), c, D, x, h);
-      project_out(qc_.data(), c, D, x, h);
-      const double n1 = std::sqrt(dot(x, x, D));
+      double n1 = std::sqrt(dot(x, x, D));
+      // a second pass only when the first removed more than half of the column's energy (Kahan's
+      // criterion: a column that kept more lost no orthogonality to cancellation)
+      if (!(n1 > std::sqrt(0.5))) {
+        project_out(qc_.data(), c, D, x, h);
+        n1 = std::sqrt(dot(x, x, D));
+      }
       ok = n1 > 1e-7 && std::isfinite(n1);
       if (ok)
         for (int64_t d = 0; d < D; ++d) x[d] /= n1;

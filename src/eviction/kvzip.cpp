@@ -11,14 +11,23 @@
 //                 incoming chunk are scored in one round and the lowest T - budget non-sinks
 //                 leave (a prompt is compressed in one shot, as in the paper; one token at a
 //                 time this is one eviction per step). Cost O(T^2 D) per round, computed in
-//                 blocks of 128 probe rows.
+//                 blocks of 128 probe rows: about T/4 decode attention steps over the same cache
+//                 (bench speed; the GEMM runs faster per multiply-add than the attention's
+//                 matrix-vector products).
+//                 rescore=r > 1 (one token per update only) runs the round at every r-th
+//                 eviction: in between, the newcomer is held unscored (score +inf) and the
+//                 lowest of the last round's scores leaves, so the replay is paid once per r
+//                 tokens. A chunk (S > 1, a prompt) is always scored in one round, which counts
+//                 as a rescore. rescore=0 (the default) is r = ceil(budget / 4), at most
+//                 (budget - n_sink) / 2 (eviction::auto_rescore): about one attention step per
+//                 token amortised. rescore=1 is the exact rule (every eviction a full round).
 //   probe=latest  only the latest token is the probe: its attention over the kept tokens (true
 //                 queries when supplied and query=true, else its key). This is exactly tova.
 // Ties evict the lower position. `query` only affects probe=latest: the model's queries for a
 // re-read of the context are not available to a cache, so the repeat probe is key-based.
 // Adaptations: the paper scores with the model's own forward pass over the repeated text and
-// compresses once per context; here the probe is a key proxy and the rule runs whenever the
-// budget is exceeded.
+// compresses once per context; here the probe is a key proxy and the rule runs while decoding,
+// at every rescore-th eviction (by default every ceil(budget / 4)-th).
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -39,9 +48,15 @@ class KVzipCache final : public eviction::ChunkScoringCache {
   KVzipCache(const CacheConfig& c, const CacheContext& ctx)
       : ChunkScoringCache(c, ctx, c.get_int("budget"), c.get_int("n_sink")),
         repeat_(c.get_string("probe") == "repeat"),
-        use_queries_(c.get_string("query") == "true") {}
+        use_queries_(c.get_string("query") == "true"),
+        rescore_(eviction::rescore_interval(c, ctx.head_dim)) {}
 
  protected:
+  void on_shape_known(int64_t B, int64_t H) override {
+    ChunkScoringCache::on_shape_known(B, H);
+    since_.assign(static_cast<size_t>(B * H), 0);
+  }
+
   void process_head(eviction::HeadState& st, const float* K, const float* V,
                     const std::vector<eviction::QueryRows>& q, int64_t S, int64_t pos0) override {
     if (!repeat_) {
@@ -49,10 +64,25 @@ class KVzipCache final : public eviction::ChunkScoringCache {
       return;
     }
     const int64_t D = head_dim();
+    int64_t& since = since_[head_index(st)];
+    // Between rounds a newcomer is held unscored (+inf) until the next round.
+    const bool lazy = rescore_ > 1 && since > 0;
+    const double fresh = lazy ? std::numeric_limits<double>::infinity() : 0.0;
     if (st.n + S <= budget()) {
-      for (int64_t s = 0; s < S; ++s) append(st, K + s * D, V + s * D, pos0 + s, 0.0);
+      for (int64_t s = 0; s < S; ++s) append(st, K + s * D, V + s * D, pos0 + s, fresh);
       return;
     }
+    if (S == 1 && lazy && since < rescore_) {  // between rounds: the lowest of the last scores
+      append(st, K, V, pos0, fresh);
+      since += 1;
+      while (st.n > budget()) {  // as the round below: down to the cache's budget
+        const int64_t slot = argmin_score(st, std::numeric_limits<int64_t>::max());
+        if (slot < 0) break;
+        remove_slot(st, slot);
+      }
+      return;
+    }
+    since = 1;
     const int64_t T = gather(st, K, S, pos0);
     Chunk& c = chunk();
     repeat_scores(T, c);
@@ -105,7 +135,11 @@ class KVzipCache final : public eviction::ChunkScoringCache {
     for (int64_t j = 0; j < T; ++j) c.score[static_cast<size_t>(j)] = best[j];
   }
 
+  int64_t policy_bytes() const override { return eviction::buffer_bytes(since_); }
+
   bool repeat_, use_queries_;
+  int64_t rescore_;             // rounds every rescore_-th eviction (probe=repeat, S == 1)
+  std::vector<int64_t> since_;  // per (b, h): evictions since the last round (0: none yet)
   struct Probe {
     eviction::RowMatF L;      // [block, >= T] probe logits, reused
     eviction::RowMatF probe;  // [block, D] the probe rows of one block
@@ -158,7 +192,8 @@ MethodInfo kvzip_method_info() {
   m.id = "kvzip";
   m.family = Family::Eviction;
   m.description =
-      "context-reconstruction reliance: evict the token a replay of the context attends to least";
+      "context-reconstruction reliance: evict the token a replay of the context attends to least "
+      "(decode: replayed every ceil(budget / 4)-th eviction by default)";
   m.options = {
       eviction::budget_option(),
       eviction::n_sink_option(),
@@ -166,6 +201,7 @@ MethodInfo kvzip_method_info() {
                  "probe: every kept key replayed (max attention), or the latest token (= tova)"),
       opt_choice("query", "true", {"true", "proxy"},
                  "probe=latest attention source: true queries when supplied, or the key proxy"),
+      eviction::rescore_option("probe=repeat decode, one token per update", "ceil(budget / 4)"),
   };
   eviction::add_head_budget_options(m.options);
   m.validate = [](const CacheConfig& c) { eviction::check_sinks_below_budget(c); };
