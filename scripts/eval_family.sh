@@ -28,6 +28,7 @@ for div in 8 4 2; do
   for m in "h2o:budget=$b" "h2o:budget=$b,recent=$r" "curdkv:budget=$b" "curdkv:budget=$b,score=mean" \
            "streaming_llm:budget=$b" "tova:budget=$b" "snapkv:budget=$b" "knorm:budget=$b" \
            "qfilters:budget=$b" "keyformer:budget=$b" "keyformer:budget=$b,recent=$r" "morphkv:budget=$b" "kvzip:budget=$b" \
+           "expected_attention:budget=$b" \
            "nestedkv:budget=$b"; do
     ev+="$m;"
   done
