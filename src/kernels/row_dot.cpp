@@ -287,8 +287,13 @@ struct Q4KRows {
 // pairwise, VNNI's dpwssd where the build has it) is converted once and scaled into one of four
 // 16-lane accumulators. 8192 x 2048, one thread, this machine: 0.88-0.92 ms -> 0.47-0.48 ms
 // (Q8_0: 0.54-0.56 ms). A row's operations depend on the row alone, as for every kernel here.
-struct Q4KRows512 {
+// Five = true is Q5_K (176 B: the same scales, then qh[32], then the nibbles): the 5th bit of
+// value l of sub-block s, bit s of qh[l], adds 16 to its code before the widening.
+template <bool Five>
+struct KQuantRows512 {
   static constexpr int kRows = 1;
+  static constexpr int64_t kBlock = Five ? 176 : 144;  // bytes per 256-value super-block
+  static constexpr int64_t kNibbles = Five ? 48 : 16;  // offset of the 128 nibble bytes
   template <int R>
   static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
     static_assert(R == 1, "one row at a time");
@@ -301,8 +306,9 @@ struct Q4KRows512 {
     __m256 mins = _mm256_setzero_ps();
     alignas(32) float f[8];
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
-      const uint8_t* b = w + 144 * sb;
+      const uint8_t* b = w + kBlock * sb;
       const __m256 x8 = ld(xs + 8 * sb);
+      const __m256i qh = Five ? ld256(b + 16) : _mm256_setzero_si256();
       // the eight 6-bit scales and mins, four bytes at a time (k_scale_min for all s at once)
       uint32_t u[3];
       std::memcpy(u, b + 4, 12);
@@ -324,9 +330,18 @@ struct Q4KRows512 {
                              qsf, mins);
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        const __m256i raw = ld256(b + 16 + 32 * c);
-        const __m512i lo = _mm512_cvtepu8_epi16(_mm256_and_si256(raw, m4));
-        const __m512i hi = _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4));
+        const __m256i raw = ld256(b + kNibbles + 32 * c);
+        __m256i lo8 = _mm256_and_si256(raw, m4),
+                hi8 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+        if (Five) {  // bit 2c (low nibbles) and 2c + 1 (high) of each qh byte, moved to bit 4
+          const __m256i one = _mm256_set1_epi8(1);
+          lo8 = _mm256_or_si256(
+              lo8, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+          hi8 = _mm256_or_si256(
+              hi8, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        }
+        const __m512i lo = _mm512_cvtepu8_epi16(lo8);
+        const __m512i hi = _mm512_cvtepu8_epi16(hi8);
         const int16_t* qc = q + 32 * (8 * sb + 2 * c);
         const __m512i xl = _mm512_loadu_si512(qc), xh = _mm512_loadu_si512(qc + 32);
 #if defined(__AVX512VNNI__)
@@ -444,7 +459,9 @@ RowsFn dot_for(GgmlType t) {
       return rows_by<Block32Rows<true>>;
     case GgmlType::Q4_K:
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-      return rows_by<Q4KRows512>;
+      return rows_by<KQuantRows512<false>>;
+    case GgmlType::Q5_K:
+      return rows_by<KQuantRows512<true>>;
 #else
       return rows_by<Q4KRows>;
 #endif

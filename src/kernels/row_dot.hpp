@@ -3,9 +3,9 @@
 // scratch tile that GEMV then reads back. Decode reads every weight once per token, so this is
 // the loop that has to run at memory bandwidth.
 //
-// Types: F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K with AVX2 + FMA + F16C (Q4_K in 512-bit vectors
-// where the build also has AVX-512 BW); any other type or build uses the tiled path in
-// matmul.cpp. The block-quantized types (Q8_0, Q4_0, Q4_K, Q6_K) multiply
+// Types: F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K with AVX2 + FMA + F16C (Q4_K in 512-bit vectors, and
+// Q5_K, where the build also has AVX-512 BW); any other type or build uses the tiled path in
+// matmul.cpp. The block-quantized types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) multiply
 // integers: the input is first rounded, per 32-value block, to int16 levels of that block's
 // largest magnitude (prepare_row_dot_input, once per product), and each weight block's codes
 // meet those levels in exact int32 sums. The input rounding, at most amax / 65534 per value, is
