@@ -76,6 +76,21 @@ void GgmlCodec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const
   coding::ggml_axpy_rows(type_, block_, codes, row_bytes(), n, dim(), w, acc);
 }
 
+void GgmlCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                              const float* qs, int64_t nq, float* out, int64_t out_stride) const {
+  if (n <= 0) return;
+  if (quantizes_queries()) {  // each query rounded on its own, as dot_rows does
+    RowCodec::dot_rows_many(params, codes, n, qs, nq, out, out_stride);
+    return;
+  }
+  coding::ggml_dot_rows_many(type_, block_, codes, row_bytes(), n, dim(), qs, nq, out, out_stride);
+}
+
+void GgmlCodec::axpy_rows_many(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                               int64_t w_stride, int64_t nw, float* acc) const {
+  coding::ggml_axpy_rows_many(type_, block_, codes, row_bytes(), n, dim(), w, w_stride, nw, acc);
+}
+
 std::vector<OptionSpec> ggml_codec_options() {
   return {
       opt_choice("block", "32", {"32", "16", "8"},

@@ -42,6 +42,10 @@ class GgmlCodec final : public store::RowCodec {
                 float* out) const override;
   void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                  float* acc) const override;
+  void dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* qs,
+                     int64_t nq, float* out, int64_t out_stride) const override;
+  void axpy_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                      int64_t w_stride, int64_t nw, float* acc) const override;
   bool quantizes_queries() const override { return quant_q_ && keys_; }
   int64_t query_block() const override { return block_; }
 

@@ -305,6 +305,119 @@ void axpy_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const 
     }
 }
 
+// dot_fast for nq queries (query j at qs + j * D, results at out + j * out_stride): each block's
+// 8-value pieces are widened once per row and meet every query, each query keeping
+// row_dot_lanes' operations in their order and the same four-lane reduction, so its results are
+// the bits dot_fast gives it alone.
+template <GgmlType T, int B, int NQ>
+inline void row_dot_lanes_many(const uint8_t* r, int64_t nb, const float* qs, int64_t D,
+                               __m256 out[NQ]) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
+  constexpr int pieces = B / 8;
+  __m256 acc0[NQ], acc1[NQ];
+  for (int j = 0; j < NQ; ++j) acc0[j] = acc1[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = r + b * bb;
+    __m128i v[2];
+    if constexpr (T != GgmlType::Q8_0) block_i8<T, B>(blk, v);
+    __m256 p[pieces];
+    for (int k = 0; k < pieces; ++k) p[k] = piece<T, B>(blk, v, k);
+    const __m256 sc = _mm256_set1_ps(fast_scale(blk));
+    for (int j = 0; j < NQ; ++j) {
+      const float* x = qs + j * D + b * B;
+      __m256 s = _mm256_mul_ps(p[0], _mm256_loadu_ps(x));
+      for (int k = 1; k < pieces; ++k) s = _mm256_fmadd_ps(p[k], _mm256_loadu_ps(x + 8 * k), s);
+      if (b & 1)
+        acc1[j] = _mm256_fmadd_ps(sc, s, acc1[j]);
+      else
+        acc0[j] = _mm256_fmadd_ps(sc, s, acc0[j]);
+    }
+  }
+  for (int j = 0; j < NQ; ++j) out[j] = _mm256_add_ps(acc0[j], acc1[j]);
+}
+
+template <GgmlType T, int B, int NQ>
+void dot_many_group(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* qs,
+                    float* out, int64_t out_stride) {
+  const int64_t nb = D / B;
+  const __m256 z = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; ++i) {
+    __m256 a[4] = {z, z, z, z};
+    row_dot_lanes_many<T, B, NQ>(rows + i * stride, nb, qs, D, a);
+    // each lane sum through hsum4, as dot_fast reduces every row (a zero lane group changes no
+    // sum's bits)
+    alignas(16) float r[4];
+    _mm_store_ps(r, hsum4(a[0], a[1], a[2], a[3]));
+    for (int j = 0; j < NQ; ++j) out[j * out_stride + i] = r[j];
+  }
+}
+
+template <GgmlType T, int B>
+void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* qs,
+                   int64_t nq, float* out, int64_t out_stride) {
+  int64_t j = 0;
+  for (; j + 4 <= nq; j += 4)
+    dot_many_group<T, B, 4>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+  const int64_t left = nq - j;
+  if (left == 3)
+    dot_many_group<T, B, 3>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+  if (left == 2)
+    dot_many_group<T, B, 2>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+  if (left == 1)
+    dot_many_group<T, B, 1>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+}
+
+// axpy_fast for nw weight rows (weights j at w + j * w_stride, accumulator j at acc + j * D):
+// four rows' pieces of a block widened once and added into every accumulator, each taking
+// axpy_fast's operations in its order.
+template <GgmlType T, int B>
+void axpy_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+                    int64_t w_stride, int64_t nw, float* acc) {
+  constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
+  constexpr int pieces = B / 8;
+  const int64_t nb = D / B;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256 p[4][pieces];
+      float sc[4];
+      for (int r = 0; r < 4; ++r) {
+        const uint8_t* blk = rows + (i + r) * stride + b * bb;
+        __m128i v[2];
+        if constexpr (T != GgmlType::Q8_0) block_i8<T, B>(blk, v);
+        for (int k = 0; k < pieces; ++k) p[r][k] = piece<T, B>(blk, v, k);
+        sc[r] = fast_scale(blk);
+      }
+      for (int64_t j = 0; j < nw; ++j) {
+        const float* wj = w + j * w_stride + i;
+        float* a = acc + j * D + b * B;
+        __m256 s[pieces];
+        for (int k = 0; k < pieces; ++k) s[k] = _mm256_loadu_ps(a + 8 * k);
+        for (int r = 0; r < 4; ++r) {
+          const __m256 wd = _mm256_set1_ps(wj[r] * sc[r]);
+          for (int k = 0; k < pieces; ++k) s[k] = _mm256_fmadd_ps(wd, p[r][k], s[k]);
+        }
+        for (int k = 0; k < pieces; ++k) _mm256_storeu_ps(a + 8 * k, s[k]);
+      }
+    }
+  }
+  for (; i < n; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = rows + i * stride + b * bb;
+      __m128i v[2];
+      if constexpr (T != GgmlType::Q8_0) block_i8<T, B>(blk, v);
+      __m256 p[pieces];
+      for (int k = 0; k < pieces; ++k) p[k] = piece<T, B>(blk, v, k);
+      const float sc = fast_scale(blk);
+      for (int64_t j = 0; j < nw; ++j) {
+        float* a = acc + j * D + b * B;
+        const __m256 wd = _mm256_set1_ps(w[j * w_stride + i] * sc);
+        for (int k = 0; k < pieces; ++k)
+          _mm256_storeu_ps(a + 8 * k, _mm256_fmadd_ps(wd, p[k], _mm256_loadu_ps(a + 8 * k)));
+      }
+    }
+}
+
 }  // namespace
 
 void ggml_dot_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
@@ -331,6 +444,26 @@ void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stri
     ggml_axpy_rows_ref(t, block, rows, stride, n, D, w, acc);
 }
 
+void ggml_dot_rows_many(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                        int64_t D, const float* qs, int64_t nq, float* out, int64_t out_stride) {
+  if (!with_format(t, block, [&](auto f) {
+        dot_many_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, qs, nq, out,
+                                                             out_stride);
+      }))
+    for (int64_t j = 0; j < nq; ++j)
+      ggml_dot_rows_ref(t, block, rows, stride, n, D, qs + j * D, out + j * out_stride);
+}
+
+void ggml_axpy_rows_many(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                         int64_t D, const float* w, int64_t w_stride, int64_t nw, float* acc) {
+  if (!with_format(t, block, [&](auto f) {
+        axpy_many_fast<decltype(f)::type, decltype(f)::block>(rows, stride, n, D, w, w_stride, nw,
+                                                              acc);
+      }))
+    for (int64_t j = 0; j < nw; ++j)
+      ggml_axpy_rows_ref(t, block, rows, stride, n, D, w + j * w_stride, acc + j * D);
+}
+
 bool ggml_dot_vectorized() {
   return true;
 }
@@ -348,6 +481,16 @@ void ggml_dot_rows_q8(GgmlType t, int64_t block, const uint8_t* rows, int64_t st
 void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
                     int64_t D, const float* w, float* acc) {
   ggml_axpy_rows_ref(t, block, rows, stride, n, D, w, acc);
+}
+void ggml_dot_rows_many(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                        int64_t D, const float* qs, int64_t nq, float* out, int64_t out_stride) {
+  for (int64_t j = 0; j < nq; ++j)
+    ggml_dot_rows_ref(t, block, rows, stride, n, D, qs + j * D, out + j * out_stride);
+}
+void ggml_axpy_rows_many(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                         int64_t D, const float* w, int64_t w_stride, int64_t nw, float* acc) {
+  for (int64_t j = 0; j < nw; ++j)
+    ggml_axpy_rows_ref(t, block, rows, stride, n, D, w + j * w_stride, acc + j * D);
 }
 bool ggml_dot_vectorized() {
   return false;

@@ -36,6 +36,15 @@ void ggml_axpy_rows(GgmlType t, int64_t block, const uint8_t* rows, int64_t stri
 void ggml_axpy_rows_ref(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
                         int64_t D, const float* w, float* acc);
 
+/// ggml_dot_rows for nq queries (query j at qs + j * D, results at out + j * out_stride), and
+/// ggml_axpy_rows for nw weight rows (j at w + j * w_stride, into acc + j * D): each row's
+/// blocks unpacked once for all of them, every query / accumulator getting the bits the
+/// one-at-a-time kernel gives it.
+void ggml_dot_rows_many(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                        int64_t D, const float* qs, int64_t nq, float* out, int64_t out_stride);
+void ggml_axpy_rows_many(GgmlType t, int64_t block, const uint8_t* rows, int64_t stride, int64_t n,
+                         int64_t D, const float* w, int64_t w_stride, int64_t nw, float* acc);
+
 /// True when the fast kernels run vector code in this build.
 bool ggml_dot_vectorized();
 

@@ -444,9 +444,8 @@ void HeadStore::dot_many(int kv, int64_t first, int64_t n, const float* qs, int6
   for_each_run(kv, first, n,
                [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
                  if (window) {
-                   for (int64_t j = 0; j < nq; ++j)
-                     float_dot_rows(FloatRows::F16, codes, 2 * D_, m, D_, qs + j * D_,
-                                    out + j * out_stride + i);
+                   float_dot_rows_many(FloatRows::F16, codes, 2 * D_, m, D_, qs, nq, out + i,
+                                       out_stride);
                  } else {
                    cd.dot_rows_many(params, codes, m, qs, nq, out + i, out_stride);
                  }
@@ -457,8 +456,19 @@ void HeadStore::accumulate_many(int kv, int64_t first, int64_t n, const float* w
                                 int64_t nw, float* acc) const {
   const RowCodec& cd = *codec_[kv];
   const int64_t L = cd.latent_dim();
-  if (L <= 0 || nw <= 1) {
+  if (nw <= 1) {
     for (int64_t j = 0; j < nw; ++j) accumulate(kv, first, n, w + j * w_stride, acc + j * D_);
+    return;
+  }
+  if (L <= 0) {  // rows added as they are stored, each unpacked once for every weight row
+    for_each_run(
+        kv, first, n,
+        [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
+          if (window)
+            float_axpy_rows_many(FloatRows::F16, codes, 2 * D_, m, D_, w + i, w_stride, nw, acc);
+          else
+            cd.axpy_rows_many(params, codes, m, w + i, w_stride, nw, acc);
+        });
     return;
   }
   // As accumulate(): every query's latent sum over the encoded runs, mapped back once each.
@@ -468,9 +478,8 @@ void HeadStore::accumulate_many(int kv, int64_t first, int64_t n, const float* w
   for_each_run(kv, first, n,
                [&](const uint8_t* params, const uint8_t* codes, bool window, int64_t i, int64_t m) {
                  if (window) {
-                   for (int64_t j = 0; j < nw; ++j)
-                     float_axpy_rows(FloatRows::F16, codes, 2 * D_, m, D_, w + j * w_stride + i,
-                                     acc + j * D_);
+                   float_axpy_rows_many(FloatRows::F16, codes, 2 * D_, m, D_, w + i, w_stride, nw,
+                                        acc);
                  } else {
                    cd.axpy_latent_many(params, codes, m, w + i, w_stride, nw, lat.data(), L);
                    any = true;

@@ -58,6 +58,11 @@ void RowCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_
   for (int64_t j = 0; j < nq; ++j) dot_rows(params, codes, n, qs + j * dim(), out + j * out_stride);
 }
 
+void RowCodec::axpy_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                              const float* w, int64_t w_stride, int64_t nw, float* acc) const {
+  for (int64_t j = 0; j < nw; ++j) axpy_rows(params, codes, n, w + j * w_stride, acc + j * dim());
+}
+
 void RowCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int64_t n,
                                 const float* w, int64_t w_stride, int64_t nw, float* lat,
                                 int64_t lat_stride) const {
@@ -159,6 +164,31 @@ void Fp32Codec::dot_rows(const uint8_t*, const uint8_t* codes, int64_t n, const 
 void Fp32Codec::axpy_rows(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
                           float* acc) const {
   float_axpy_rows(FloatRows::F32, codes, 4 * dim(), n, dim(), w, acc);
+}
+
+void Fp16Codec::dot_rows_many(const uint8_t*, const uint8_t* codes, int64_t n, const float* qs,
+                              int64_t nq, float* out, int64_t out_stride) const {
+  float_dot_rows_many(FloatRows::F16, codes, 2 * dim(), n, dim(), qs, nq, out, out_stride);
+}
+void Fp16Codec::axpy_rows_many(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                               int64_t w_stride, int64_t nw, float* acc) const {
+  float_axpy_rows_many(FloatRows::F16, codes, 2 * dim(), n, dim(), w, w_stride, nw, acc);
+}
+void Bf16Codec::dot_rows_many(const uint8_t*, const uint8_t* codes, int64_t n, const float* qs,
+                              int64_t nq, float* out, int64_t out_stride) const {
+  float_dot_rows_many(FloatRows::BF16, codes, 2 * dim(), n, dim(), qs, nq, out, out_stride);
+}
+void Bf16Codec::axpy_rows_many(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                               int64_t w_stride, int64_t nw, float* acc) const {
+  float_axpy_rows_many(FloatRows::BF16, codes, 2 * dim(), n, dim(), w, w_stride, nw, acc);
+}
+void Fp32Codec::dot_rows_many(const uint8_t*, const uint8_t* codes, int64_t n, const float* qs,
+                              int64_t nq, float* out, int64_t out_stride) const {
+  float_dot_rows_many(FloatRows::F32, codes, 4 * dim(), n, dim(), qs, nq, out, out_stride);
+}
+void Fp32Codec::axpy_rows_many(const uint8_t*, const uint8_t* codes, int64_t n, const float* w,
+                               int64_t w_stride, int64_t nw, float* acc) const {
+  float_axpy_rows_many(FloatRows::F32, codes, 4 * dim(), n, dim(), w, w_stride, nw, acc);
 }
 
 void round_trip_rows(RowCodec& c, float* rows, int64_t n, int64_t stride) {

@@ -109,6 +109,10 @@ class RowCodec {
   /// with the bits dot_rows gives it alone. Default: dot_rows per query.
   virtual void dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n,
                              const float* qs, int64_t nq, float* out, int64_t out_stride) const;
+  /// axpy_rows for nw weight rows (weights j at w + j * w_stride, added to acc + j * dim()),
+  /// each with the bits axpy_rows gives it alone. Default: axpy_rows per weight row.
+  virtual void axpy_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n,
+                              const float* w, int64_t w_stride, int64_t nw, float* acc) const;
   /// axpy_latent for nw weight rows (weights j at w + j * w_stride, added to the latent sum at
   /// lat + j * lat_stride), each with the bits axpy_latent gives it alone. Default: per row.
   virtual void axpy_latent_many(const uint8_t* params, const uint8_t* codes, int64_t n,
@@ -169,6 +173,10 @@ class Fp16Codec final : public RowCodec {
                 float* out) const override;
   void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                  float* acc) const override;
+  void dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* qs,
+                     int64_t nq, float* out, int64_t out_stride) const override;
+  void axpy_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                      int64_t w_stride, int64_t nw, float* acc) const override;
 
  private:
   int64_t chunk_, recent_, sink_, fit_;
@@ -191,6 +199,10 @@ class Fp32Codec final : public RowCodec {
                 float* out) const override;
   void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                  float* acc) const override;
+  void dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* qs,
+                     int64_t nq, float* out, int64_t out_stride) const override;
+  void axpy_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                      int64_t w_stride, int64_t nw, float* acc) const override;
 };
 
 /// bfloat16 rows (the top 16 bits of the fp32, round to nearest even). Row-wise.
@@ -204,6 +216,10 @@ class Bf16Codec final : public RowCodec {
                 float* out) const override;
   void axpy_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                  float* acc) const override;
+  void dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* qs,
+                     int64_t nq, float* out, int64_t out_stride) const override;
+  void axpy_rows_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                      int64_t w_stride, int64_t nw, float* acc) const override;
 };
 
 /// Replaces each of n rows (D = c.dim() values, `stride` floats apart) by what the store reads

@@ -149,6 +149,114 @@ void axpy_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const 
   }
 }
 
+// dot_fast for NQ queries at once (query j at qs + j * D, result at out[j * out_stride + i]):
+// each 8-value piece of a row is widened once and meets every query, each query keeping exactly
+// dot_fast's accumulators and order, so its results are the bits dot_fast gives it alone.
+template <FloatRows T, int NQ>
+void dot_many_group(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* qs,
+                    float* out, int64_t out_stride) {
+  const int64_t D8 = D & ~int64_t{7};
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    __m256 a[NQ][4];
+    for (auto& aq : a)
+      for (auto& v : aq) v = _mm256_setzero_ps();
+    int64_t d = 0;
+    for (; d + 32 <= D8; d += 32) {
+      const __m256 x0 = load8<T>(r, d), x1 = load8<T>(r, d + 8), x2 = load8<T>(r, d + 16),
+                   x3 = load8<T>(r, d + 24);
+      for (int j = 0; j < NQ; ++j) {
+        const float* q = qs + j * D + d;
+        a[j][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(q), a[j][0]);
+        a[j][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(q + 8), a[j][1]);
+        a[j][2] = _mm256_fmadd_ps(x2, _mm256_loadu_ps(q + 16), a[j][2]);
+        a[j][3] = _mm256_fmadd_ps(x3, _mm256_loadu_ps(q + 24), a[j][3]);
+      }
+    }
+    for (int k = 0; d < D8; d += 8, ++k) {
+      const __m256 x = load8<T>(r, d);
+      for (int j = 0; j < NQ; ++j)
+        a[j][k] = _mm256_fmadd_ps(x, _mm256_loadu_ps(qs + j * D + d), a[j][k]);
+    }
+    for (int j = 0; j < NQ; ++j) {
+      float s =
+          hsum(_mm256_add_ps(_mm256_add_ps(a[j][0], a[j][1]), _mm256_add_ps(a[j][2], a[j][3])));
+      for (int64_t e = d; e < D; ++e) s += load1<T>(r, e) * qs[j * D + e];
+      out[j * out_stride + i] = s;
+    }
+  }
+}
+
+template <FloatRows T>
+void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* qs,
+                   int64_t nq, float* out, int64_t out_stride) {
+  int64_t j = 0;
+  for (; j + 4 <= nq; j += 4)
+    dot_many_group<T, 4>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+  if (nq - j == 3)
+    dot_many_group<T, 3>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+  if (nq - j == 2)
+    dot_many_group<T, 2>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+  if (nq - j == 1)
+    dot_many_group<T, 1>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+}
+
+// axpy_fast for nw weight rows at once (weights j at w + j * w_stride, accumulator j at
+// acc + j * D): each 8-value piece of four rows is widened once and added into every
+// accumulator, which takes exactly axpy_fast's operations in its order.
+template <FloatRows T>
+void axpy_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+                    int64_t w_stride, int64_t nw, float* acc) {
+  const int64_t D8 = D & ~int64_t{7};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const uint8_t* r0 = rows + i * stride;
+    const uint8_t* r1 = r0 + stride;
+    const uint8_t* r2 = r1 + stride;
+    const uint8_t* r3 = r2 + stride;
+    for (int64_t d = 0; d < D8; d += 8) {
+      const __m256 x0 = load8<T>(r0, d), x1 = load8<T>(r1, d), x2 = load8<T>(r2, d),
+                   x3 = load8<T>(r3, d);
+      for (int64_t j = 0; j < nw; ++j) {
+        const float* wj = w + j * w_stride + i;
+        float* aj = acc + j * D + d;
+        __m256 a = _mm256_loadu_ps(aj);
+        a = _mm256_fmadd_ps(_mm256_set1_ps(wj[0]), x0, a);
+        a = _mm256_fmadd_ps(_mm256_set1_ps(wj[1]), x1, a);
+        a = _mm256_fmadd_ps(_mm256_set1_ps(wj[2]), x2, a);
+        a = _mm256_fmadd_ps(_mm256_set1_ps(wj[3]), x3, a);
+        _mm256_storeu_ps(aj, a);
+      }
+    }
+    for (int64_t j = 0; j < nw; ++j) {
+      const float* wj = w + j * w_stride + i;
+      float* aj = acc + j * D;
+      for (int64_t d = D8; d < D; ++d) {
+        float x = aj[d];
+        x = std::fma(wj[0], load1<T>(r0, d), x);
+        x = std::fma(wj[1], load1<T>(r1, d), x);
+        x = std::fma(wj[2], load1<T>(r2, d), x);
+        x = std::fma(wj[3], load1<T>(r3, d), x);
+        aj[d] = x;
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    for (int64_t d = 0; d < D8; d += 8) {
+      const __m256 x = load8<T>(r, d);
+      for (int64_t j = 0; j < nw; ++j) {
+        float* aj = acc + j * D + d;
+        _mm256_storeu_ps(
+            aj, _mm256_fmadd_ps(_mm256_set1_ps(w[j * w_stride + i]), x, _mm256_loadu_ps(aj)));
+      }
+    }
+    for (int64_t j = 0; j < nw; ++j)
+      for (int64_t d = D8; d < D; ++d)
+        acc[j * D + d] = std::fma(w[j * w_stride + i], load1<T>(r, d), acc[j * D + d]);
+  }
+}
+
 #endif
 
 template <template <FloatRows> class K, typename... A>
@@ -215,6 +323,40 @@ void float_axpy_rows(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n
 void float_axpy_rows_ref(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
                          const float* w, float* acc) {
   dispatch<AxpyRef>(t, rows, stride, n, D, w, acc);
+}
+
+void float_dot_rows_many(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                         const float* qs, int64_t nq, float* out, int64_t out_stride) {
+#if defined(VQ_ROWS_AVX2)
+  switch (t) {
+    case FloatRows::F32:
+      return dot_many_fast<FloatRows::F32>(rows, stride, n, D, qs, nq, out, out_stride);
+    case FloatRows::F16:
+      return dot_many_fast<FloatRows::F16>(rows, stride, n, D, qs, nq, out, out_stride);
+    case FloatRows::BF16:
+      return dot_many_fast<FloatRows::BF16>(rows, stride, n, D, qs, nq, out, out_stride);
+  }
+#else
+  for (int64_t j = 0; j < nq; ++j)
+    float_dot_rows(t, rows, stride, n, D, qs + j * D, out + j * out_stride);
+#endif
+}
+
+void float_axpy_rows_many(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                          const float* w, int64_t w_stride, int64_t nw, float* acc) {
+#if defined(VQ_ROWS_AVX2)
+  switch (t) {
+    case FloatRows::F32:
+      return axpy_many_fast<FloatRows::F32>(rows, stride, n, D, w, w_stride, nw, acc);
+    case FloatRows::F16:
+      return axpy_many_fast<FloatRows::F16>(rows, stride, n, D, w, w_stride, nw, acc);
+    case FloatRows::BF16:
+      return axpy_many_fast<FloatRows::BF16>(rows, stride, n, D, w, w_stride, nw, acc);
+  }
+#else
+  for (int64_t j = 0; j < nw; ++j)
+    float_axpy_rows(t, rows, stride, n, D, w + j * w_stride, acc + j * D);
+#endif
 }
 
 bool float_rows_vectorized() {

@@ -29,6 +29,16 @@ void float_axpy_rows(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n
 void float_axpy_rows_ref(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
                          const float* w, float* acc);
 
+/// float_dot_rows for nq queries (query j at qs + j * D, results at out + j * out_stride): each
+/// row is widened once for all of them, and every query gets the bits float_dot_rows gives it
+/// alone (a KV head's query group in one pass over its keys).
+void float_dot_rows_many(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                         const float* qs, int64_t nq, float* out, int64_t out_stride);
+/// float_axpy_rows for nw weight vectors (j at w + j * w_stride, accumulating into acc + j * D),
+/// each row widened once; every accumulator gets the bits float_axpy_rows gives it alone.
+void float_axpy_rows_many(FloatRows t, const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
+                          const float* w, int64_t w_stride, int64_t nw, float* acc);
+
 /// True when float_dot_rows / float_axpy_rows run vector code in this build.
 bool float_rows_vectorized();
 

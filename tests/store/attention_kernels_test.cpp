@@ -110,6 +110,41 @@ std::vector<uint8_t> store_float_rows(FloatRows t, const std::vector<float>& x, 
   return buf;
 }
 
+// float_dot_rows_many / float_axpy_rows_many (a query group in one pass over the rows) give
+// every query the bits the one-query kernels give it, at head dims with and without 8- and
+// 32-value tails and query counts that leave every group size.
+TEST(AttentionKernels, FloatRowsManyEqualOneQueryAtATime) {
+  for (const FloatCase& fc : kFloat)
+    for (int64_t D : {int64_t{5}, int64_t{8}, int64_t{20}, int64_t{40}, int64_t{64}, int64_t{131}})
+      for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}}) {
+        SCOPED_TRACE(std::string(fc.name) + " D=" + std::to_string(D) +
+                     " nq=" + std::to_string(nq));
+        const int64_t n = 11, stride_out = n + 2;
+        const auto x = randn(n * D, 500 + D);
+        const auto qs = randn(nq * D, 600 + D + nq);
+        const auto w = randn(nq * stride_out, 700 + nq, 0.3);
+        std::vector<float> dec;
+        const auto buf = store_float_rows(fc.t, x, 1, dec);
+        const uint8_t* rows = buf.data() + 1;
+        const int64_t stride = D * fc.bytes;
+        std::vector<float> many(static_cast<size_t>(nq * stride_out), -1.0f), one(many);
+        vq::store::float_dot_rows_many(fc.t, rows, stride, n, D, qs.data(), nq, many.data(),
+                                       stride_out);
+        for (int64_t j = 0; j < nq; ++j)
+          vq::store::float_dot_rows(fc.t, rows, stride, n, D, qs.data() + j * D,
+                                    one.data() + j * stride_out);
+        EXPECT_TRUE(same_bits(many.data(), one.data(), nq * stride_out)) << "dot";
+        const auto acc0 = randn(nq * D, 800 + D, 0.1);
+        std::vector<float> am = acc0, ao = acc0;
+        vq::store::float_axpy_rows_many(fc.t, rows, stride, n, D, w.data(), stride_out, nq,
+                                        am.data());
+        for (int64_t j = 0; j < nq; ++j)
+          vq::store::float_axpy_rows(fc.t, rows, stride, n, D, w.data() + j * stride_out,
+                                     ao.data() + j * D);
+        EXPECT_TRUE(same_bits(am.data(), ao.data(), nq * D)) << "axpy";
+      }
+}
+
 TEST(AttentionKernels, FloatRowsMatchRefAndDequantizeThenAttend) {
   for (const FloatCase& fc : kFloat)
     for (int64_t D : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{13}, int64_t{40}, int64_t{64},
@@ -179,6 +214,41 @@ void randomize_codes(GgmlType t, int64_t block, uint8_t* p, int64_t blocks, uint
     blk[1] = static_cast<uint8_t>(h >> 8);
     for (int64_t j = 2; j < bb; ++j) blk[j] = static_cast<uint8_t>(rng.below(256));
   }
+}
+
+// ggml_dot_rows_many / ggml_axpy_rows_many (a KV head's query group in one pass over q8_0 /
+// q4_0 rows) give every query the bits of the one-query kernels, at every block size, with
+// query counts that leave every group size.
+TEST(AttentionKernels, GgmlBlocksManyEqualOneQueryAtATime) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0})
+    for (int64_t block : {int64_t{32}, int64_t{16}, int64_t{8}})
+      for (int64_t D : {block, int64_t{96}})
+        for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{6}}) {
+          SCOPED_TRACE(std::string(t == GgmlType::Q8_0 ? "q8_0" : "q4_0") +
+                       " block=" + std::to_string(block) + " D=" + std::to_string(D) +
+                       " nq=" + std::to_string(nq));
+          const int64_t n = 11, so = n + 2;
+          const auto x = randn(n * D, 900 + D + block, 2.0);
+          const auto qs = randn(nq * D, 910 + D + nq);
+          const auto w = randn(nq * so, 920 + nq, 0.3);
+          std::vector<float> dec;
+          auto buf = quantize_rows(t, block, x, n, D, 1, dec);
+          const int64_t rb = D / block * vq::coding::ggml_block_bytes(t, block);
+          const uint8_t* rows = buf.data() + 1;
+          std::vector<float> many(static_cast<size_t>(nq * so), -1.0f), one(many);
+          vq::coding::ggml_dot_rows_many(t, block, rows, rb, n, D, qs.data(), nq, many.data(), so);
+          for (int64_t j = 0; j < nq; ++j)
+            vq::coding::ggml_dot_rows(t, block, rows, rb, n, D, qs.data() + j * D,
+                                      one.data() + j * so);
+          EXPECT_TRUE(same_bits(many.data(), one.data(), nq * so)) << "dot";
+          const auto acc0 = randn(nq * D, 930 + D, 0.1);
+          std::vector<float> am = acc0, ao = acc0;
+          vq::coding::ggml_axpy_rows_many(t, block, rows, rb, n, D, w.data(), so, nq, am.data());
+          for (int64_t j = 0; j < nq; ++j)
+            vq::coding::ggml_axpy_rows(t, block, rows, rb, n, D, w.data() + j * so,
+                                       ao.data() + j * D);
+          EXPECT_TRUE(same_bits(am.data(), ao.data(), nq * D)) << "axpy";
+        }
 }
 
 TEST(AttentionKernels, GgmlBlocksMatchRefAndDequantizeThenAttend) {
