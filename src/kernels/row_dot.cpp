@@ -213,6 +213,28 @@ inline void k_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
   }
 }
 
+// A Q4_K / Q5_K super-block's eight 6-bit scales and mins (the 12 bytes at b + 4), unpacked four
+// bytes at a time (k_scale_min for every s at once): f[s] = d * sc_s * scale[i_s], and
+// dmin * mn_s * scale[i_s] * sum(q of block i_s) added into the 8 lanes of mins. x8 holds the
+// super-block's eight input scales, qsf its eight input sums.
+inline void k_super_block_scales(const uint8_t* b, __m256 x8, __m256 qsf, float* f, __m256& mins) {
+  uint32_t u[3];
+  std::memcpy(u, b + 4, 12);
+  const uint64_t sc8 =
+      (u[0] & 0x3f3f3f3fu) |
+      static_cast<uint64_t>((u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)) << 32;
+  const uint64_t mn8 =
+      (u[1] & 0x3f3f3f3fu) |
+      static_cast<uint64_t>(((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)) << 32;
+  const __m256 scf =
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+  const __m256 mnf =
+      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn8))));
+  _mm256_store_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b)), scf), x8));
+  mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b + 2)), mnf), x8), qsf,
+                         mins);
+}
+
 // Q4_K (144 B per 256 values). Chunk c (32 bytes) holds sub-block 2c in its low nibbles and
 // 2c + 1 in its high nibbles; weight = (d * sc) * code - dmin * mn. Per 32-value sub-block s
 // (input block i): d * sc * scale[i] * sum(code * q) into a vector accumulator, and the min term
@@ -240,25 +262,8 @@ struct Q4KRows {
       const __m256 qsf =
           _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {  // the super-block's scales and mins, as in KQuantRows512
-        const uint8_t* b = w + r * rb + 144 * sb;
-        uint32_t u[3];
-        std::memcpy(u, b + 4, 12);
-        const uint64_t sc8 =
-            (u[0] & 0x3f3f3f3fu) |
-            static_cast<uint64_t>((u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)) << 32;
-        const uint64_t mn8 =
-            (u[1] & 0x3f3f3f3fu) |
-            static_cast<uint64_t>(((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4))
-                << 32;
-        const __m256 scf = _mm256_cvtepi32_ps(
-            _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
-        const __m256 mnf = _mm256_cvtepi32_ps(
-            _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn8))));
-        _mm256_store_ps(f[r], _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b)), scf), x8));
-        mins[r] = _mm256_fmadd_ps(
-            _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b + 2)), mnf), x8), qsf, mins[r]);
-      }
+      for (int r = 0; r < R; ++r)
+        k_super_block_scales(w + r * rb + 144 * sb, x8, qsf, f[r], mins[r]);
 #pragma GCC unroll 8
       for (int c = 0; c < 4; ++c) {
         const int16_t* qc = q + 32 * (8 * sb + 2 * c);
@@ -324,25 +329,9 @@ struct KQuantRows512 {
       const uint8_t* b = w + kBlock * sb;
       const __m256 x8 = ld(xs + 8 * sb);
       const __m256i qh = Five ? ld256(b + 16) : _mm256_setzero_si256();
-      // the eight 6-bit scales and mins, four bytes at a time (k_scale_min for all s at once)
-      uint32_t u[3];
-      std::memcpy(u, b + 4, 12);
-      const uint64_t sc8 =
-          (u[0] & 0x3f3f3f3fu) |
-          static_cast<uint64_t>((u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)) << 32;
-      const uint64_t mn8 =
-          (u[1] & 0x3f3f3f3fu) |
-          static_cast<uint64_t>(((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4))
-              << 32;
-      const __m256 scf =
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
-      const __m256 mnf =
-          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn8))));
       const __m256 qsf =
           _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
-      _mm256_store_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b)), scf), x8));
-      mins = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b + 2)), mnf), x8),
-                             qsf, mins);
+      k_super_block_scales(b, x8, qsf, f, mins);
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
         const __m256i raw = ld256(b + kNibbles + 32 * c);
