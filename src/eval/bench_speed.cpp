@@ -223,6 +223,8 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
           const std::string cap = ",rank_cap=" + std::to_string(opt.rank_cap);
           // the default solver (heavy: the subspace iterated on the rows holding the energy)
           arms.push_back({"curdkv", "curdkv:" + b + cap});
+          // the same basis held for three tokens in four, timed over whole refresh intervals
+          arms.push_back({"curdkv_refresh4", "curdkv:" + b + cap + ",refresh=4", 4});
           // the tracked subspace over every row, per token and held for 16 tokens (docs)
           arms.push_back({"curdkv_fast", "curdkv:" + b + cap + ",solver=fast"});
           arms.push_back(
@@ -253,7 +255,9 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
                 : detail::cat("goal <= ", goal,
                               "x attention: ", ns / attn_ns <= goal ? "met" : "missed");
         if (arm.name == "curdkv") note += "; " + agree_note;
-        if (arm.period > 1) note += detail::cat("; rescore every ", arm.period, " evictions");
+        if (arm.period > 1)
+          note += curdkv ? detail::cat("; subspace iterated every ", arm.period, " tokens")
+                         : detail::cat("; rescore every ", arm.period, " evictions");
         rows.push_back(
             {"eviction", arm.name, n, D, ns, "ns/token", ns / attn_ns, "attention_step", note});
       }

@@ -37,7 +37,8 @@ class CurDKVCache final : public eviction::EvictionCache {
         refresh_(c.get_int("refresh")),
         reference_(c.get_string("solver") == "reference"),
         heavy_(c.get_string("solver") == "heavy"),
-        heavy_limits_{c.get_float("heavy_mass"), c.get_int("heavy_rows"), c.get_int("sweep")},
+        heavy_limits_{c.get_float("heavy_mass"), c.get_int("heavy_rows"), c.get_int("sweep"),
+                      c.get_int("refresh")},
         solver_(c.get_string("solver") == "fast" ? eviction::LeverageSolver::one_iteration
                                                  : eviction::LeverageSolver::converged) {}
 
@@ -302,8 +303,8 @@ MethodInfo curdkv_method_info() {
       opt_choice("query", "true", {"true", "proxy"},
                  "attention source: true queries when supplied, or the key-as-query proxy"),
       opt_int("refresh", 1, 1, 4096,
-              "solver=fast: iterate the leverage subspace every this many tokens (1: every "
-              "token); in between, tokens are scored against the last basis"),
+              "solver=fast or heavy: iterate the leverage subspace every this many tokens (1: "
+              "every token); in between, tokens are scored against the last basis"),
       opt_choice("solver", "heavy", {"heavy", "fast", "exact", "reference"},
                  "leverage routine: subspace tracked on the rows holding the energy (heavy), "
                  "tracked on every row (fast), converged Gram subspace (exact), or the full-SVD "

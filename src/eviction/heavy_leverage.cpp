@@ -356,7 +356,10 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
     Q_.leftCols(rank) = es.eigenvectors().rightCols(rank).rowwise().reverse().cast<float>();
     r_ = rank;
     ++cold_;
-  } else {
+    since_ = 0;
+  } else if (++since_ >= lim_.refresh) {
+    since_ = 0;
+    ++iters_;
     // one warm-started iteration: Q <- orth(V_T^T diag(a_T^2) V_T Q)
     times_basis(Vt_.data(), t, D, Q_.data(), ld, Pt_.data());
     for (int64_t j = 0; j < t; ++j) Pt_.row(j) *= at_(j) * at_(j);

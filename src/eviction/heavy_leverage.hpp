@@ -6,7 +6,8 @@
 //   1. the heavy set T: the fewest rows, largest a_i^2 ||v_i||^2 first, that hold `mass` of E
 //      (at most `max_rows`, at least r);
 //   2. one warm-started subspace iteration on the heavy rows' Gram matrix, Q <- orth(W_T^T W_T Q),
-//      2 t D r multiply-adds for t heavy rows instead of 2 n D r for all of them;
+//      2 t D r multiply-adds for t heavy rows instead of 2 n D r for all of them (with
+//      refresh = R > 1 on every R-th call only; the calls in between score against the held Q);
 //   3. every heavy row's ||Q^T v_i||^2 recomputed against the new Q; a light row keeps the one it
 //      got when last projected (its leverage is small, and it is re-projected whenever it turns
 //      heavy, by a round-robin sweep that reaches every row at least once per `sweep` calls, and
@@ -32,6 +33,7 @@ struct HeavyLimits {
   double mass = 0.99;     ///< share of the block's energy the heavy rows must hold, in (0, 1]
   int64_t max_rows = 32;  ///< cap on the heavy rows (raised to r when r is larger)
   int64_t sweep = 64;     ///< re-project ceil(n / sweep) light rows per call; 0: never
+  int64_t refresh = 1;    ///< iterate the basis on every refresh-th call; held in between
 };
 
 class HeavyLeverage {
@@ -55,6 +57,7 @@ class HeavyLeverage {
   int64_t bytes() const;                     ///< bytes held (per-slot caches, basis, scratch)
   int64_t heavy_rows() const { return t_; }  ///< heavy rows of the last scoring call
   int64_t cold_starts() const { return cold_; }
+  int64_t iterations() const { return iters_; }  ///< warm-started iterations so far
 
  private:
   // what a slot's cache holds
@@ -86,6 +89,8 @@ class HeavyLeverage {
   Eigen::VectorXd wb_;
   Eigen::VectorXf at_, row_, u_, vu_, w_, wq_;
   int64_t n_ = 0, t_ = 0, r_ = 0, cursor_ = 0, cold_ = 0;
+  int64_t since_ = 0;  // scoring calls since the basis last moved
+  int64_t iters_ = 0;
   int64_t seen_ = 0;        // slots [0, seen_) have been through a scoring call
   bool all_dirty_ = false;  // invalidate(): every slot's cache is stale
   double E_ = 0;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "eviction/eviction_cache.hpp"
@@ -208,7 +209,11 @@ TEST(CurdkvReal, HeavySolverTracksTheReferenceWhenTheRankCapTruncates) {
   // (at most 32) and keeps the light rows' projections from when they were last projected.
   // The bar: >= 95% of the oracle's final kept slots. The looser settings show how the
   // agreement degrades as the heavy set shrinks (their floors guard against regressions).
-  for (const char* extra : {"", ",heavy_rows=8", ",heavy_mass=0.9,sweep=0"}) {
+  // refresh=4 holds the basis for three tokens in four: it trades agreement for speed (0.85 in
+  // session 13; docs/curdkv.md), and its floor guards that trade.
+  const std::pair<const char*, double> cases[] = {
+      {"", 0.95}, {",heavy_rows=8", 0.9}, {",heavy_mass=0.9,sweep=0", 0.9}, {",refresh=4", 0.8}};
+  for (const auto& [extra, floor] : cases) {
     const Agreement a =
         compare(*rs, std::string("curdkv:budget=48,n_sink=4,rank_cap=4") + extra, "heavy");
     const double overlap = a.overlap();
@@ -217,7 +222,7 @@ TEST(CurdkvReal, HeavySolverTracksTheReferenceWhenTheRankCapTruncates) {
         "%.4f\n",
         extra, static_cast<long long>(a.steps_identical), static_cast<long long>(a.steps_compared),
         overlap);
-    EXPECT_GE(overlap, std::string(extra).empty() ? 0.95 : 0.9) << extra;
+    EXPECT_GE(overlap, floor) << extra;
   }
 }
 

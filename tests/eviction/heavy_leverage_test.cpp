@@ -91,6 +91,43 @@ TEST(HeavyLeverage, RepeatedCallsOnOneBlockConvergeToTheOracle) {
   EXPECT_NEAR(seed, want1[static_cast<size_t>(n)], 0.02 * want1[static_cast<size_t>(n)] + 1e-6);
 }
 
+TEST(HeavyLeverage, RefreshHoldsTheBasisBetweenIterations) {
+  // refresh = R: the basis moves on every R-th call; on the calls in between the rows are scored
+  // against the held basis, so a call between iterations on a changed block gives exactly what
+  // projecting that block on the last basis gives, and R = 1 iterates on every call.
+  vq::Rng rng(9);
+  const int64_t n = 48, D = 24, r = 4;
+  RowMatF V(n, D);
+  for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  for (const int64_t R : {1, 3}) {
+    SCOPED_TRACE(R);
+    HeavyLeverage lev(HeavyLimits{1.0, 1 << 20, 1, R});
+    std::vector<double> got(static_cast<size_t>(n)), first(got);
+    std::vector<std::vector<double>> weights;
+    for (int call = 0; call < 10; ++call) weights.push_back(peaky_weights(n, 1.0, rng));
+    for (int call = 0; call < 10; ++call) {
+      lev.score(Vs, weights[static_cast<size_t>(call)].data(), n, r, got.data());
+      if (call == 0) {
+        EXPECT_EQ(lev.cold_starts(), 1);
+      }
+    }
+    // one cold start, then an iteration on every R-th of the other nine calls
+    EXPECT_EQ(lev.iterations(), 9 / R);
+    if (R == 1) continue;
+    // every row heavy, so a call that holds the basis scores a block exactly as the call before
+    // it did when both hold the same basis
+    HeavyLeverage twin(HeavyLimits{1.0, 1 << 20, 1, R});
+    for (int call = 0; call < 7; ++call)
+      twin.score(Vs, weights[static_cast<size_t>(call)].data(), n, r, got.data());
+    // calls 7 and 8 hold the basis iterated at call 6 (1 + 2 * 3): both score with it
+    twin.score(Vs, weights[0].data(), n, r, first.data());
+    twin.score(Vs, weights[0].data(), n, r, got.data());
+    EXPECT_EQ(twin.iterations(), 2);
+    EXPECT_EQ(first, got) << "a held basis scores the same block the same way";
+  }
+}
+
 TEST(HeavyLeverage, ScoresAreBoundedByTheClosedFormAndSumBelowOne) {
   vq::Rng rng(9);
   const int64_t n = 200, D = 64, r = 16;
