@@ -151,24 +151,77 @@ inline __m256i madd8(__m128i codes, __m256i q) {  // 16 signed 8-bit codes times
   return _mm256_madd_epi16(_mm256_cvtepi8_epi16(codes), q);
 }
 
-// Q8_0 (34 B per 32 values): one exact integer block sum, scaled by d * scale[b] into one of two
-// accumulators (even / odd blocks).
-// Q4_0 (18 B per 32 values): byte j's low nibble is value j, its high nibble value j + 16,
-// each minus 8; otherwise as Q8_0.
-template <bool kQ4>
+// Byte j of the result is 0xFF where bit j of the little-endian 32-bit word at p is set, 0
+// elsewhere: the word is broadcast, each byte lane picks the word's byte j / 8 and keeps bit j % 8.
+inline __m256i bit_bytes(const uint8_t* p) {
+  uint32_t u;
+  std::memcpy(&u, p, 4);
+  const __m256i pick = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                          0x0303030303030303);  // byte j / 8 of each 128-bit lane
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+  const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(u)), pick);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+// The 32-value block types (layouts in src/formats/ggml_types.cpp), all with the fp16 d first:
+// Q8_0 (34 B): int8 codes; one exact integer block sum, scaled by d * scale[b] into one of two
+//   accumulators (even / odd blocks).
+// Q4_0 (18 B): byte j's low nibble is value j, its high nibble value j + 16, each minus 8;
+//   otherwise as Q8_0.
+// Q4_1 (20 B): fp16 m after d, then nibbles as Q4_0 but unsigned (0..15), and weight =
+//   d * code + m. The m part of a block's product is m * scale[b] * qsum[b] (qsum: the sum of
+//   the block's input levels), kept in two scalar accumulators (even / odd blocks) added at the
+//   end.
+// Q5_0 (22 B): 32 bits qh after d (bit j: the 5th bit of value j), then nibbles; code =
+//   (nibble | bit << 4) - 16. The 32 nibbles are laid out as one 256-bit vector of bytes in value
+//   order, so that qh's bits (spread to bytes by bit_bytes) line up with them.
+// Q5_1 (24 B): d, m, qh, nibbles; code = nibble | bit << 4 (0..31), weight = d * code + m.
+// Every lane of the int32 sums adds 4 products of |code| <= 31 and |q| <= 32767: exact.
+enum class Block32 { Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 };
+
+template <Block32 T>
 struct Block32Rows {
   static constexpr int kRows = 1;
-  static constexpr int64_t kBytes = kQ4 ? 18 : 34;
+  static constexpr bool kMin = T == Block32::Q4_1 || T == Block32::Q5_1;   // adds m per block
+  static constexpr bool kFive = T == Block32::Q5_0 || T == Block32::Q5_1;  // has qh
+  // Offset of the codes (int8 for Q8_0, nibbles otherwise) and the block's size.
+  static constexpr int64_t kCodes = 2 + (kMin ? 2 : 0) + (kFive ? 4 : 0);
+  static constexpr int64_t kBytes = T == Block32::Q8_0 ? 34 : kCodes + 16;
   // The block's exact integer sum against levels x0 (values 0-15) and x1 (16-31).
   static __m256i isum(const uint8_t* p, __m256i x0, __m256i x1) {
-    if constexpr (kQ4) {
-      const __m128i m4 = _mm_set1_epi8(0x0F), k8 = _mm_set1_epi8(8);
-      const __m128i raw = ld128(p + 2);
-      const __m128i lo = _mm_sub_epi8(_mm_and_si128(raw, m4), k8);
-      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), k8);
+    if constexpr (T == Block32::Q8_0) {
+      return _mm256_add_epi32(madd8(ld128(p + 2), x0), madd8(ld128(p + 18), x1));
+    } else if constexpr (!kFive) {
+      const __m128i m4 = _mm_set1_epi8(0x0F);
+      const __m128i raw = ld128(p + kCodes);
+      __m128i lo = _mm_and_si128(raw, m4);
+      __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+      if constexpr (T == Block32::Q4_0) {
+        const __m128i k8 = _mm_set1_epi8(8);
+        lo = _mm_sub_epi8(lo, k8);
+        hi = _mm_sub_epi8(hi, k8);
+      }
       return _mm256_add_epi32(madd8(lo, x0), madd8(hi, x1));
     } else {
-      return _mm256_add_epi32(madd8(ld128(p + 2), x0), madd8(ld128(p + 18), x1));
+      const __m256i codes = codes32(p);
+      return _mm256_add_epi32(madd8(_mm256_castsi256_si128(codes), x0),
+                              madd8(_mm256_extracti128_si256(codes, 1), x1));
+    }
+  }
+  // Q4_1 / Q5_0 / Q5_1: the block's 32 codes as bytes in value order.
+  static __m256i codes32(const uint8_t* p) {
+    const __m128i raw = ld128(p + kCodes);
+    const __m256i nib = _mm256_and_si256(
+        _mm256_inserti128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1),
+        _mm256_set1_epi8(0x0F));
+    if constexpr (!kFive) {
+      return nib;
+    } else {
+      const __m256i k16 = _mm256_set1_epi8(16);
+      const __m256i high = bit_bytes(p + kCodes - 4);
+      // Q5_0: 16 less where the bit is clear, so (nibble | bit << 4) - 16; Q5_1: 16 more where set.
+      return T == Block32::Q5_0 ? _mm256_sub_epi8(nib, _mm256_andnot_si256(high, k16))
+                                : _mm256_or_si256(nib, _mm256_and_si256(high, k16));
     }
   }
   template <int R>
@@ -176,12 +229,19 @@ struct Block32Rows {
     const int64_t nb = in.cols / 32;
     const int16_t* q = in.q.data();
     const float* xs = in.scale.data();
+    const int32_t* qs = in.qsum.data();
     __m256 a[R][2];
-    for (auto& ar : a) ar[0] = ar[1] = _mm256_setzero_ps();
-    const auto block = [&](const uint8_t* row, int64_t b, __m256i x0, __m256i x1, __m256 acc) {
+    float mins[R][2];
+    for (int r = 0; r < R; ++r) {
+      a[r][0] = a[r][1] = _mm256_setzero_ps();
+      mins[r][0] = mins[r][1] = 0.0f;
+    }
+    const auto block = [&](const uint8_t* row, int64_t b, __m256i x0, __m256i x1, __m256& acc,
+                           float& mn) {
       const uint8_t* p = row + kBytes * b;
-      return _mm256_fmadd_ps(_mm256_set1_ps(half_at(p) * xs[b]),
-                             _mm256_cvtepi32_ps(isum(p, x0, x1)), acc);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(half_at(p) * xs[b]), _mm256_cvtepi32_ps(isum(p, x0, x1)),
+                            acc);
+      if constexpr (kMin) mn += half_at(p + 2) * (xs[b] * static_cast<float>(qs[b]));
     };
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
@@ -189,18 +249,60 @@ struct Block32Rows {
                     x3 = ld16(q + 32 * b + 48);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        a[r][0] = block(w + r * rb, b, x0, x1, a[r][0]);
-        a[r][1] = block(w + r * rb, b + 1, x2, x3, a[r][1]);
+        block(w + r * rb, b, x0, x1, a[r][0], mins[r][0]);
+        block(w + r * rb, b + 1, x2, x3, a[r][1], mins[r][1]);
       }
     }
     if (b < nb)
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
-        a[r][0] = block(w + r * rb, b, ld16(q + 32 * b), ld16(q + 32 * b + 16), a[r][0]);
+        block(w + r * rb, b, ld16(q + 32 * b), ld16(q + 32 * b + 16), a[r][0], mins[r][0]);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) out[r] = hsum(_mm256_add_ps(a[r][0], a[r][1]));
+    for (int r = 0; r < R; ++r) {
+      out[r] = hsum(_mm256_add_ps(a[r][0], a[r][1]));
+      if constexpr (kMin) out[r] += mins[r][0] + mins[r][1];
+    }
   }
 };
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// Q4_1 / Q5_0 / Q5_1 with 512-bit vectors, where the build has AVX-512 BW: a block's 32 codes
+// (Block32Rows::codes32) widened to int16 at once and multiplied with its 32 levels in one
+// _mm512_madd_epi16 (16 int32 lanes, each 2 products: exact), converted and scaled into one of
+// two 16-lane accumulators (even / odd blocks); the min terms as in Block32Rows.
+template <Block32 T>
+struct Block32Rows512 {
+  using B = Block32Rows<T>;
+  static constexpr int kRows = 1;
+  template <int R>
+  static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
+    static_assert(R == 1, "one row at a time");
+    const int64_t nb = in.cols / 32;
+    const int16_t* q = in.q.data();
+    const float* xs = in.scale.data();
+    const int32_t* qs = in.qsum.data();
+    __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    float mins[2] = {0.0f, 0.0f};
+    const auto block = [&](int64_t b, __m512& acc, float& mn) {
+      const uint8_t* p = w + B::kBytes * b;
+      const __m512i s =
+          _mm512_madd_epi16(_mm512_cvtepi8_epi16(B::codes32(p)), _mm512_loadu_si512(q + 32 * b));
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(half_at(p) * xs[b]), _mm512_cvtepi32_ps(s), acc);
+      if constexpr (B::kMin) mn += half_at(p + 2) * (xs[b] * static_cast<float>(qs[b]));
+    };
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+      block(b, a[0], mins[0]);
+      block(b + 1, a[1], mins[1]);
+    }
+    if (b < nb) block(b, a[0], mins[0]);
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_add_ps(a[0], a[1]));
+    out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+    if constexpr (B::kMin) out[0] += mins[0] + mins[1];
+  }
+};
+#endif
 
 // The 6-bit scale and min of sub-block s of a Q4_K super-block's 12 packed bytes.
 inline void k_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
@@ -451,6 +553,15 @@ void rows_by(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r
 
 using RowsFn = void (*)(const WeightMatrix&, const RowDotInput&, int64_t, int64_t, float*, bool);
 
+// Q4_1 / Q5_0 / Q5_1: the widest kernel the build has.
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+template <Block32 T>
+using Block32Best = Block32Rows512<T>;
+#else
+template <Block32 T>
+using Block32Best = Block32Rows<T>;
+#endif
+
 RowsFn dot_for(GgmlType t) {
   switch (t) {
     case GgmlType::F16:
@@ -458,9 +569,15 @@ RowsFn dot_for(GgmlType t) {
     case GgmlType::BF16:
       return rows_by<Bf16Rows>;
     case GgmlType::Q8_0:
-      return rows_by<Block32Rows<false>>;
+      return rows_by<Block32Rows<Block32::Q8_0>>;
     case GgmlType::Q4_0:
-      return rows_by<Block32Rows<true>>;
+      return rows_by<Block32Rows<Block32::Q4_0>>;
+    case GgmlType::Q4_1:
+      return rows_by<Block32Best<Block32::Q4_1>>;
+    case GgmlType::Q5_0:
+      return rows_by<Block32Best<Block32::Q5_0>>;
+    case GgmlType::Q5_1:
+      return rows_by<Block32Best<Block32::Q5_1>>;
     case GgmlType::Q4_K:
 #if defined(__AVX512F__) && defined(__AVX512BW__)
       return rows_by<KQuantRows512<false>>;

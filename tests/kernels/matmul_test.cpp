@@ -162,6 +162,9 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
       {GgmlType::BF16, {1, 7, 8, 9, 31, 32, 40, 45, 300}},
       {GgmlType::Q8_0, {32, 64, 96, 160}},
       {GgmlType::Q4_0, {32, 64, 96, 160}},
+      {GgmlType::Q4_1, {32, 64, 96, 160, 224}},
+      {GgmlType::Q5_0, {32, 64, 96, 160, 224}},
+      {GgmlType::Q5_1, {32, 64, 96, 160, 224}},
       {GgmlType::Q4_K, {256, 512, 768}},
       {GgmlType::Q6_K, {256, 512, 768}},
       {GgmlType::Q5_K, {256, 512, 768}},  // fused where the build has AVX-512 BW
@@ -202,8 +205,62 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
             << vq::ggml_type_name(static_cast<uint32_t>(c.t)) << " cols " << cols;
     }
   }
-  EXPECT_GE(fused, 6);
-  EXPECT_FALSE(vq::kernels::detail::has_row_dot(GgmlType::Q5_1));  // takes the tiled path
+  EXPECT_GE(fused, 9);
+}
+
+// The 32-value types with a 5th bit or an added min (Q4_1, Q5_0, Q5_1): blocks whose nibbles,
+// high bits and mins sit at their extremes (every nibble 0 or 15, qh all clear, all set, or
+// alternating; m of either sign), 13 rows of 7 blocks. The input is whole numbers with a block
+// maximum of 32767, so its rounding to levels is exact and the fused product may differ from
+// dequantize-then-multiply by fp32 summation only; every row computed on its own (dot_rows over
+// [r, r + 1)) has the bits it has in the whole product.
+TEST(Kernels, FusedBlock32RowDotsAreExactAtExtremeCodes) {
+  const int64_t rows = 13, cols = 7 * 32;
+  const uint8_t nibbles[] = {0x00, 0xFF, 0x0F, 0xF0, 0x5A};
+  const uint32_t highs[] = {0u, 0xFFFFFFFFu, 0xAAAAAAAAu, 0x0000FFFFu, 0x80000001u};
+  const float mins[] = {-0.75f, 0.5f, 0.0f};
+  for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
+    if (!vq::kernels::detail::has_row_dot(t))
+      GTEST_SKIP() << "no fused row dots in this build (needs AVX2, FMA and F16C)";
+    const int64_t bb = vq::ggml_block_bytes(t);
+    const bool has_min = t != GgmlType::Q5_0, has_high = t != GgmlType::Q4_1;
+    const int64_t codes = 2 + (has_min ? 2 : 0) + (has_high ? 4 : 0);
+    std::mt19937_64 rng(90 + static_cast<uint64_t>(t));
+    vqtest::Bytes data(static_cast<size_t>(rows * cols / 32 * bb));
+    for (int64_t k = 0; k < rows * cols / 32; ++k) {
+      uint8_t* b = data.data() + k * bb;
+      const uint16_t d = vq::fp32_to_fp16(0.01f * static_cast<float>(1 + k % 5));
+      std::memcpy(b, &d, 2);
+      if (has_min) {
+        const uint16_t m = vq::fp32_to_fp16(mins[k % 3]);
+        std::memcpy(b + 2, &m, 2);
+      }
+      if (has_high) std::memcpy(b + codes - 4, &highs[(k / 2) % 5], 4);
+      for (int j = 0; j < 16; ++j)
+        b[codes + j] = k % 7 == 6 ? static_cast<uint8_t>(rng()) : nibbles[(k + j / 8) % 5];
+    }
+    const WeightMatrix w{t, data.data(), rows, cols};
+    std::vector<float> W(static_cast<size_t>(rows * cols));
+    vq::ggml_dequantize(t, data.data(), W.data(), rows * cols);
+    std::vector<float> x(static_cast<size_t>(cols));
+    std::uniform_int_distribution<int> level(-32767, 32767);
+    for (int64_t c = 0; c < cols; ++c)
+      x[static_cast<size_t>(c)] =
+          c % 32 == c / 32 % 32 ? (c % 2 ? -32767.0f : 32767.0f) : static_cast<float>(level(rng));
+    std::vector<double> want, mag;
+    expected(W, x, rows, cols, 1, want, mag);
+    std::vector<float> y(static_cast<size_t>(rows)), ref(static_cast<size_t>(rows));
+    vq::kernels::matvec(w, x.data(), y.data());
+    expect_close(y.data(), want, mag, "fused matvec, exact input", t);
+    vq::kernels::matvec_ref(w, x.data(), ref.data());
+    expect_close(ref.data(), want, mag, "matvec_ref, exact input", t);
+    for (int64_t r = 0; r < rows; ++r) {
+      float alone = 0.0f;
+      vq::kernels::detail::dot_rows(w, x.data(), r, r + 1, &alone, false);
+      EXPECT_EQ(std::memcmp(&alone, y.data() + r, sizeof(float)), 0)
+          << vq::ggml_type_name(static_cast<uint32_t>(t)) << " row " << r;
+    }
+  }
 }
 
 TEST(Kernels, Fp32FastPathsAreTheirDocumentedProducts) {
