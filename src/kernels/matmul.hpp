@@ -7,8 +7,8 @@
 //           and summed in order into one float. The yardstick for the fast versions.
 //   matvec / matmul  fast: fp32 weights are multiplied in place by Eigen (exactly the products
 //           the engine used before these kernels existed). matvec on F16, BF16, Q8_0, Q4_0,
-//           Q4_1, Q5_0, Q5_1, Q4_K and Q6_K (AVX2 builds; Q5_K too with AVX-512 BW) reads each
-//           row once and expands it in registers (row_dot.hpp); any other type, and every
+//           Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K (AVX2 + FMA + F16C builds) reads each row
+//           once and expands it in registers (row_dot.hpp); any other type or build, and every
 //           matmul, decodes a tile of rows at a time
 //           into 64-byte-aligned scratch and multiplies it by Eigen's SIMD GEMV / GEMM.
 //           Output rows are split across the thread pool (core/thread_pool.hpp) in pieces

@@ -344,8 +344,24 @@ inline void k_super_block_scales(const uint8_t* b, __m256 x8, __m256 qsf, float*
 // eight scales and mins are unpacked four bytes at a time and their products with d, dmin and
 // the input scales formed as 8-lane vectors (session 12: 4096 x 4096, one thread, 0.78-1.09 ->
 // 0.58 ms in an AVX2-only build), as in the 512-bit kernel below.
-struct Q4KRows {
+// Five = true is Q5_K (176 B: d, dmin and the same 12 scale bytes, then qh[32], then the 128
+// nibble bytes). Value l of sub-block s has bit s of qh[l] as its 5th bit, so for chunk c the
+// low nibbles take bit 2c of each qh byte and the high nibbles bit 2c + 1: that bit is shifted
+// to bit 4 (one 16-bit shift; the 0x10 mask keeps each byte's own bit) and or-ed into the code,
+// 0..31 before the widening. The integer sums stay exact (4 products of <= 31 * 32767 per
+// lane). Five = false runs exactly the Q4_K operations.
+template <bool Five>
+struct KQuantRows256 {
   static constexpr int kRows = 1;
+  static constexpr int64_t kBlock = Five ? 176 : 144;  // bytes per 256-value super-block
+  static constexpr int64_t kNibbles = Five ? 48 : 16;  // offset of the 128 nibble bytes
+  // Bit `bit` of each byte of qh moved to bit 4, every other bit cleared.
+  static __m256i high_bits(__m256i qh, int bit) {
+    const __m256i m16 = _mm256_set1_epi8(0x10);
+    const __m256i moved =
+        bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4);
+    return _mm256_and_si256(moved, m16);
+  }
   template <int R>
   static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -359,23 +375,31 @@ struct Q4KRows {
       for (auto& v : a[r]) v = _mm256_setzero_ps();
     }
     alignas(32) float f[R][8];
+    __m256i qh[R];
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
       const __m256 x8 = ld(xs + 8 * sb);
       const __m256 qsf =
           _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        k_super_block_scales(w + r * rb + 144 * sb, x8, qsf, f[r], mins[r]);
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* b = w + r * rb + kBlock * sb;
+        k_super_block_scales(b, x8, qsf, f[r], mins[r]);
+        if constexpr (Five) qh[r] = ld256(b + 16);
+      }
 #pragma GCC unroll 8
       for (int c = 0; c < 4; ++c) {
         const int16_t* qc = q + 32 * (8 * sb + 2 * c);
         const __m256i xl0 = ld16(qc), xl1 = ld16(qc + 16), xh0 = ld16(qc + 32), xh1 = ld16(qc + 48);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          const uint8_t* b = w + r * rb + 144 * sb;
-          const __m256i raw = ld256(b + 16 + 32 * c);
-          const __m256i codes[2] = {_mm256_and_si256(raw, m4),
-                                    _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
+          const uint8_t* b = w + r * rb + kBlock * sb;
+          const __m256i raw = ld256(b + kNibbles + 32 * c);
+          __m256i codes[2] = {_mm256_and_si256(raw, m4),
+                              _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
+          if constexpr (Five) {
+            codes[0] = _mm256_or_si256(codes[0], high_bits(qh[r], 2 * c));
+            codes[1] = _mm256_or_si256(codes[1], high_bits(qh[r], 2 * c + 1));
+          }
 #pragma GCC unroll 8
           for (int h = 0; h < 2; ++h) {
             const __m256i sum = _mm256_add_epi32(
@@ -584,7 +608,9 @@ RowsFn dot_for(GgmlType t) {
     case GgmlType::Q5_K:
       return rows_by<KQuantRows512<true>>;
 #else
-      return rows_by<Q4KRows>;
+      return rows_by<KQuantRows256<false>>;
+    case GgmlType::Q5_K:
+      return rows_by<KQuantRows256<true>>;
 #endif
     case GgmlType::Q6_K:
       return rows_by<Q6KRows>;

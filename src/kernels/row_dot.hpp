@@ -3,16 +3,17 @@
 // scratch tile that GEMV then reads back. Decode reads every weight once per token, so this is
 // the loop that has to run at memory bandwidth.
 //
-// Types: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K with AVX2 + FMA + F16C (Q4_1,
-// Q5_0, Q5_1 and Q4_K in 512-bit vectors, and Q5_K, where the build also has AVX-512 BW); any
-// other type or build uses the tiled path in matmul.cpp. The block-quantized types (Q8_0, Q4_0,
-// Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) multiply integers: the input is first rounded, per 32-value
-// block, to int16 levels of that block's largest magnitude (prepare_row_dot_input, once per
-// product), and each weight block's codes meet those levels in exact int32 sums (a type's added
-// min, Q4_1 / Q5_1 / Q4_K / Q5_K, meets the sum of the block's levels). The input rounding, at most
-// amax / 65534 per value, is the only error beyond fp32 summation (F16 / BF16 rows multiply the
-// fp32 input as it is). Each row's arithmetic (lanes, accumulators, summation order) is fixed by
-// the row alone, so results do not depend on how rows are split across threads.
+// Types: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K with AVX2 + FMA + F16C
+// (Q4_1, Q5_0, Q5_1, Q4_K and Q5_K in 512-bit vectors where the build also has AVX-512 BW,
+// 256-bit ones otherwise); any other type or build uses the tiled path in matmul.cpp. The
+// block-quantized types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) multiply integers: the
+// input is first rounded, per 32-value block, to int16 levels of that block's largest magnitude
+// (prepare_row_dot_input, once per product), and each weight block's codes meet those levels in
+// exact int32 sums (a type's added min, Q4_1 / Q5_1 / Q4_K / Q5_K, meets the sum of the block's
+// levels). The input rounding, at most amax / 65534 per value, is the only error beyond fp32
+// summation (F16 / BF16 rows multiply the fp32 input as it is). Each row's arithmetic (lanes,
+// accumulators, summation order) is fixed by the row alone, so results do not depend on how rows
+// are split across threads.
 #pragma once
 
 #include <cstdint>

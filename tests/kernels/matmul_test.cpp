@@ -167,15 +167,13 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
       {GgmlType::Q5_1, {32, 64, 96, 160, 224}},
       {GgmlType::Q4_K, {256, 512, 768}},
       {GgmlType::Q6_K, {256, 512, 768}},
-      {GgmlType::Q5_K, {256, 512, 768}},  // fused where the build has AVX-512 BW
+      {GgmlType::Q5_K, {256, 512, 768}},
   };
   const int64_t rows = 19;
   int fused = 0;
   for (const Case& c : cases) {
-    if (!vq::kernels::detail::has_row_dot(c.t)) {
-      if (c.t == GgmlType::Q5_K) continue;
+    if (!vq::kernels::detail::has_row_dot(c.t))
       GTEST_SKIP() << "no fused row dots in this build (needs AVX2, FMA and F16C)";
-    }
     ++fused;
     for (int64_t cols : c.widths) {
       const vqtest::Bytes data =
@@ -205,7 +203,36 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
             << vq::ggml_type_name(static_cast<uint32_t>(c.t)) << " cols " << cols;
     }
   }
-  EXPECT_GE(fused, 9);
+  EXPECT_EQ(fused, static_cast<int>(cases.size()));  // every type here, AVX2 or AVX-512
+}
+
+// The extreme-code tests' check: with an input of whole numbers whose block maximum is 32767 (so
+// its rounding to levels is exact) the fused product and matvec_ref may differ from
+// dequantize-then-multiply by fp32 summation only, and every row computed alone (dot_rows over
+// [r, r + 1)) has the bits it has in the whole product.
+void check_exact_input(GgmlType t, const vqtest::Bytes& data, int64_t rows, int64_t cols,
+                       std::mt19937_64& rng) {
+  const WeightMatrix w{t, data.data(), rows, cols};
+  std::vector<float> W(static_cast<size_t>(rows * cols));
+  vq::ggml_dequantize(t, data.data(), W.data(), rows * cols);
+  std::vector<float> x(static_cast<size_t>(cols));
+  std::uniform_int_distribution<int> level(-32767, 32767);
+  for (int64_t c = 0; c < cols; ++c)
+    x[static_cast<size_t>(c)] =
+        c % 32 == c / 32 % 32 ? (c % 2 ? -32767.0f : 32767.0f) : static_cast<float>(level(rng));
+  std::vector<double> want, mag;
+  expected(W, x, rows, cols, 1, want, mag);
+  std::vector<float> y(static_cast<size_t>(rows)), ref(static_cast<size_t>(rows));
+  vq::kernels::matvec(w, x.data(), y.data());
+  expect_close(y.data(), want, mag, "fused matvec, exact input", t);
+  vq::kernels::matvec_ref(w, x.data(), ref.data());
+  expect_close(ref.data(), want, mag, "matvec_ref, exact input", t);
+  for (int64_t r = 0; r < rows; ++r) {
+    float alone = 0.0f;
+    vq::kernels::detail::dot_rows(w, x.data(), r, r + 1, &alone, false);
+    EXPECT_EQ(std::memcmp(&alone, y.data() + r, sizeof(float)), 0)
+        << vq::ggml_type_name(static_cast<uint32_t>(t)) << " row " << r;
+  }
 }
 
 // The 32-value types with a 5th bit or an added min (Q4_1, Q5_0, Q5_1): blocks whose nibbles,
@@ -239,27 +266,7 @@ TEST(Kernels, FusedBlock32RowDotsAreExactAtExtremeCodes) {
       for (int j = 0; j < 16; ++j)
         b[codes + j] = k % 7 == 6 ? static_cast<uint8_t>(rng()) : nibbles[(k + j / 8) % 5];
     }
-    const WeightMatrix w{t, data.data(), rows, cols};
-    std::vector<float> W(static_cast<size_t>(rows * cols));
-    vq::ggml_dequantize(t, data.data(), W.data(), rows * cols);
-    std::vector<float> x(static_cast<size_t>(cols));
-    std::uniform_int_distribution<int> level(-32767, 32767);
-    for (int64_t c = 0; c < cols; ++c)
-      x[static_cast<size_t>(c)] =
-          c % 32 == c / 32 % 32 ? (c % 2 ? -32767.0f : 32767.0f) : static_cast<float>(level(rng));
-    std::vector<double> want, mag;
-    expected(W, x, rows, cols, 1, want, mag);
-    std::vector<float> y(static_cast<size_t>(rows)), ref(static_cast<size_t>(rows));
-    vq::kernels::matvec(w, x.data(), y.data());
-    expect_close(y.data(), want, mag, "fused matvec, exact input", t);
-    vq::kernels::matvec_ref(w, x.data(), ref.data());
-    expect_close(ref.data(), want, mag, "matvec_ref, exact input", t);
-    for (int64_t r = 0; r < rows; ++r) {
-      float alone = 0.0f;
-      vq::kernels::detail::dot_rows(w, x.data(), r, r + 1, &alone, false);
-      EXPECT_EQ(std::memcmp(&alone, y.data() + r, sizeof(float)), 0)
-          << vq::ggml_type_name(static_cast<uint32_t>(t)) << " row " << r;
-    }
+    check_exact_input(t, data, rows, cols, rng);
   }
 }
 
@@ -306,6 +313,44 @@ TEST(Kernels, UnalignedFp32AndBadShapesAreHandled) {
   EXPECT_THROW(
       vq::kernels::dequantize_row(WeightMatrix{GgmlType::Q8_0, q.data(), 2, 32}, 2, a.data()),
       vq::InvalidArgument);
+}
+
+// Q4_K / Q5_K with their 6-bit scales and mins, nibbles and (Q5_K) 5th bits at the extremes:
+// scale bytes all 0xFF (every scale and min 63), all 0, all 0x3F or random, nibble bytes 0x00,
+// 0xFF, 0x0F, 0xF0 or random, qh bytes all clear, all set, alternating or random (so every chunk's
+// low and high nibbles see both values of their bit), dmin of either sign or zero; 11 rows of 3
+// super-blocks. The input is whole numbers with a block maximum of 32767, so it is rounded
+// exactly and the fused product may differ from dequantize-then-multiply by fp32 summation only;
+// every row computed alone has the bits it has in the whole product.
+TEST(Kernels, FusedKQuantRowDotsAreExactAtExtremeCodes) {
+  const int64_t rows = 11, cols = 3 * 256;
+  const uint8_t scale_bytes[] = {0xFF, 0x00, 0x3F};
+  const uint8_t nibbles[] = {0x00, 0xFF, 0x0F, 0xF0, 0x5A};
+  const uint8_t highs[] = {0x00, 0xFF, 0xAA, 0x55, 0x0F};
+  const float dmins[] = {0.03f, -0.02f, 0.0f};
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_K}) {
+    if (!vq::kernels::detail::has_row_dot(t))
+      GTEST_SKIP() << "no fused row dots in this build (needs AVX2, FMA and F16C)";
+    const bool five = t == GgmlType::Q5_K;
+    const int64_t bb = vq::ggml_block_bytes(t), nib = five ? 48 : 16;
+    std::mt19937_64 rng(70 + static_cast<uint64_t>(t));
+    vqtest::Bytes data(static_cast<size_t>(rows * cols / 256 * bb));
+    for (int64_t k = 0; k < rows * cols / 256; ++k) {
+      uint8_t* b = data.data() + k * bb;
+      const uint16_t d = vq::fp32_to_fp16(0.001f * static_cast<float>(1 + k % 5));
+      const uint16_t dmin = vq::fp32_to_fp16(dmins[k % 3]);
+      std::memcpy(b, &d, 2);
+      std::memcpy(b + 2, &dmin, 2);
+      for (int j = 0; j < 12; ++j)
+        b[4 + j] = k % 4 < 3 ? scale_bytes[k % 4] : static_cast<uint8_t>(rng());
+      if (five)
+        for (int l = 0; l < 32; ++l)
+          b[16 + l] = k % 6 == 5 ? static_cast<uint8_t>(rng()) : highs[(k + l / 16) % 5];
+      for (int j = 0; j < 128; ++j)
+        b[nib + j] = k % 7 == 6 ? static_cast<uint8_t>(rng()) : nibbles[(k / 2 + j / 32) % 5];
+    }
+    check_exact_input(t, data, rows, cols, rng);
+  }
 }
 
 }  // namespace
