@@ -359,11 +359,32 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
                               _mm256_loadu_ps(w8.data() + 8 * g), acc);
       return acc;
     };
+    // Four rows at a time (every window inside the buffer): each group's tables and weights
+    // loaded once for the four, four independent multiply-add chains instead of one, and the
+    // four sums reduced together; every row gets the operations row_acc gives it, in order.
     int64_t t = 0;
     const __m128 c04 = _mm_set1_ps(c0);
-    for (; t + 4 <= n; t += 4)  // four rows' sums reduced together (the same bits as one by one)
-      _mm_storeu_ps(out + t, _mm_add_ps(c04, sum8x4(row_acc(t), row_acc(t + 1), row_acc(t + 2),
-                                                    row_acc(t + 3))));
+    for (; t + 4 <= n && (t + 3) * rb + reach <= n * rb; t += 4) {
+      const uint8_t* r0 = codes + t * rb;
+      __m256 acc[4];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int64_t g = 0; g < G; ++g) {
+        const __m256i shuf =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.shuf + 32 * g));
+        const __m256i shift =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.shift + 8 * g));
+        const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.mask + 8 * g));
+        const __m256 wv = _mm256_loadu_ps(w8.data() + 8 * g);
+        for (int i = 0; i < 4; ++i) {
+          const __m256i bytes = _mm256_broadcastsi128_si256(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + i * rb + tab.win[g])));
+          const __m256i v =
+              _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(bytes, shuf), shift), mask);
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), wv, acc[i]);
+        }
+      }
+      _mm_storeu_ps(out + t, _mm_add_ps(c04, sum8x4(acc[0], acc[1], acc[2], acc[3])));
+    }
     for (; t < n; ++t) out[t] = c0 + sum8(row_acc(t));
     return;
   }

@@ -163,9 +163,13 @@ struct Engine::Impl {
     AlignedFloats& kblock = attend_scratch().kblock;
     AlignedFloats& scores_buf = attend_scratch().scores;
     const int64_t ng = g1 - g0;
-    if (static_cast<int64_t>(scores_buf.size()) < ng * m)
-      scores_buf.resize(static_cast<size_t>(ng * m));
-    float* const scores = scores_buf.data();  // query head g's row at scores + (g - g0) * m
+    // Query head g's scores at scores + (g - g0) * ms: every row starts 64-byte aligned, so the
+    // vectorized softmax below treats a head's scores the same way whichever piece of the
+    // parallel loop (and so whichever offset in this buffer) the head falls in.
+    const int64_t ms = (m + 15) / 16 * 16;
+    if (static_cast<int64_t>(scores_buf.size()) < ng * ms)
+      scores_buf.resize(static_cast<size_t>(ng * ms));
+    float* const scores = scores_buf.data();
     if (pre) {
       const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n, 1));
       if (static_cast<int64_t>(kblock.size()) < blk * D)
@@ -178,37 +182,43 @@ struct Engine::Impl {
         for (int64_t g = g0; g < g1; ++g)
           store::float_dot_rows(store::FloatRows::F32,
                                 reinterpret_cast<const uint8_t*>(kblock.data()), 4 * D, cnt, D,
-                                qr + g * D, scores + (g - g0) * m + first);
+                                qr + g * D, scores + (g - g0) * ms + first);
       } else {  // the group's queries together: a store unpacks each row once for all of them
-        K.dot_many(first, cnt, qs + g0 * D, ng, scores + first, m);
+        K.dot_many(first, cnt, qs + g0 * D, ng, scores + first, ms);
       }
     }
     for (int64_t g = g0; g < g1; ++g) {
-      float* sc = scores + (g - g0) * m;
+      float* sc = scores + (g - g0) * ms;
       if (self_k)  // the fp32 kernel, as for rows read into scratch
         store::float_dot_rows(store::FloatRows::F32, reinterpret_cast<const uint8_t*>(self_k),
                               4 * D, 1, D, qr + g * D, sc + n);
-      const auto out_of_window = [&](int64_t i) { return i < n && positions[i] < min_pos; };
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t i = 0; i < m; ++i) {
-        sc[i] *= scale;
-        if (!out_of_window(i)) mx = std::max(mx, sc[i]);
+      // softmax in SIMD (Eigen's vectorized exp and fixed-order sums on an aligned row whose
+      // length alone decides which entries take the vector path); rows before the sliding
+      // window's start get no weight
+      Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> a(sc, m);
+      a *= scale;
+      const bool windowed = min_pos > 0;
+      if (windowed)
+        for (int64_t i = 0; i < n; ++i)
+          if (positions[i] < min_pos) sc[i] = -std::numeric_limits<float>::infinity();
+      const float mx = a.maxCoeff();
+      if (mx == -std::numeric_limits<float>::infinity()) {  // every row outside the window
+        a.setZero();
+        continue;
       }
-      float sum = 0.0f;
-      for (int64_t i = 0; i < m; ++i) {
-        sc[i] = out_of_window(i) ? 0.0f : std::exp(sc[i] - mx);
-        sum += sc[i];
-      }
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;  // 0: every row outside the window
-      for (int64_t i = 0; i < m; ++i) sc[i] *= inv;
+      a = (a - mx).exp();
+      if (windowed)
+        for (int64_t i = 0; i < n; ++i)
+          if (positions[i] < min_pos) sc[i] = 0.0f;
+      a *= 1.0f / a.sum();
     }
     for (int64_t first = 0; first < n; first += store::kReadBlock) {
       const int64_t cnt = std::min(store::kReadBlock, n - first);
-      Vs.accumulate_many(first, cnt, scores + first, m, ng, att + g0 * D);
+      Vs.accumulate_many(first, cnt, scores + first, ms, ng, att + g0 * D);
     }
     if (self_k)
       for (int64_t g = g0; g < g1; ++g) {
-        const float w = scores[(g - g0) * m + n];
+        const float w = scores[(g - g0) * ms + n];
         for (int64_t d = 0; d < D; ++d) att[g * D + d] += w * self_v[d];
       }
   }
