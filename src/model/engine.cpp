@@ -212,10 +212,9 @@ struct Engine::Impl {
           if (positions[i] < min_pos) sc[i] = 0.0f;
       a *= 1.0f / a.sum();
     }
-    for (int64_t first = 0; first < n; first += store::kReadBlock) {
-      const int64_t cnt = std::min(store::kReadBlock, n - first);
-      Vs.accumulate_many(first, cnt, scores + first, ms, ng, att + g0 * D);
-    }
+    // every stored row in one call: a latent-space codec then maps each query's sum back once
+    // (a source that decodes rows does so in bounded blocks itself)
+    if (n > 0) Vs.accumulate_many(0, n, scores, ms, ng, att + g0 * D);
     if (self_k)
       for (int64_t g = g0; g < g1; ++g) {
         const float w = scores[(g - g0) * ms + n];
