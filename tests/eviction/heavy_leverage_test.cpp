@@ -23,6 +23,13 @@ void fill_row(RowMatF& V, int64_t i, vq::Rng& rng) {
     V(i, d) = static_cast<float>(rng.normal() / (1.0 + 0.2 * static_cast<double>(d)));
 }
 
+// n rows of D values from fill_row
+RowMatF random_rows(int64_t n, int64_t D, vq::Rng& rng) {
+  RowMatF V(n, D);
+  for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
+  return V;
+}
+
 // softmax of scaled normals: a few rows carry most of the weight, like real attention
 std::vector<double> peaky_weights(int64_t n, double spread, vq::Rng& rng) {
   std::vector<double> a(static_cast<size_t>(n));
@@ -97,8 +104,7 @@ TEST(HeavyLeverage, RefreshHoldsTheBasisBetweenIterations) {
   // projecting that block on the last basis gives, and R = 1 iterates on every call.
   vq::Rng rng(9);
   const int64_t n = 48, D = 24, r = 4;
-  RowMatF V(n, D);
-  for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
+  const RowMatF V = random_rows(n, D, rng);
   const vq::store::Fp32Rows Vs(V.data(), n, D);
   for (const int64_t R : {1, 3}) {
     SCOPED_TRACE(R);
@@ -131,8 +137,7 @@ TEST(HeavyLeverage, RefreshHoldsTheBasisBetweenIterations) {
 TEST(HeavyLeverage, ScoresAreBoundedByTheClosedFormAndSumBelowOne) {
   vq::Rng rng(9);
   const int64_t n = 200, D = 64, r = 16;
-  RowMatF V(n, D);
-  for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
+  const RowMatF V = random_rows(n, D, rng);
   const vq::store::Fp32Rows Vs(V.data(), n, D);
   HeavyLeverage lev;  // defaults: 99% of the energy, at most 32 rows
   std::vector<double> l(static_cast<size_t>(n));
