@@ -219,13 +219,24 @@ struct GroupTables {
   const int32_t* mask;
 };
 
+// Group g's tables in registers (loaded once when several rows share them).
+struct GroupRegs {
+  __m256i shuf, shift, mask;
+  GroupRegs(const GroupTables& t, int64_t g)
+      : shuf(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.shuf + 32 * g))),
+        shift(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.shift + 8 * g))),
+        mask(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.mask + 8 * g))) {}
+};
+
+// The codes of the 16-byte window at `window` under group tables r.
+inline __m256i window_codes(const uint8_t* window, const GroupRegs& r) {
+  const __m256i bytes =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(window)));
+  return _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(bytes, r.shuf), r.shift), r.mask);
+}
+
 inline __m256i group_codes(const uint8_t* row, const GroupTables& t, int64_t g) {
-  const __m256i bytes = _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + t.win[g])));
-  __m256i v = _mm256_shuffle_epi8(
-      bytes, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.shuf + 32 * g)));
-  v = _mm256_srlv_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.shift + 8 * g)));
-  return _mm256_and_si256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.mask + 8 * g)));
+  return window_codes(row + t.win[g], GroupRegs(t, g));
 }
 
 // The sum of the eight lanes in a fixed order: s_l = v_l + v_(l+4), then (s0 + s1) + (s2 + s3).
@@ -369,19 +380,11 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
       __m256 acc[4];
       for (auto& a : acc) a = _mm256_setzero_ps();
       for (int64_t g = 0; g < G; ++g) {
-        const __m256i shuf =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.shuf + 32 * g));
-        const __m256i shift =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.shift + 8 * g));
-        const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.mask + 8 * g));
+        const GroupRegs regs(tab, g);
         const __m256 wv = _mm256_loadu_ps(w8.data() + 8 * g);
-        for (int i = 0; i < 4; ++i) {
-          const __m256i bytes = _mm256_broadcastsi128_si256(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + i * rb + tab.win[g])));
-          const __m256i v =
-              _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(bytes, shuf), shift), mask);
-          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), wv, acc[i]);
-        }
+        for (int i = 0; i < 4; ++i)
+          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(window_codes(r0 + i * rb + tab.win[g], regs)),
+                                   wv, acc[i]);
       }
       _mm_storeu_ps(out + t, _mm_add_ps(c04, sum8x4(acc[0], acc[1], acc[2], acc[3])));
     }

@@ -304,21 +304,11 @@ struct Block32Rows512 {
 };
 #endif
 
-// The 6-bit scale and min of sub-block s of a Q4_K super-block's 12 packed bytes.
-inline void k_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
-  if (s < 4) {
-    sc = b[s] & 63;
-    mn = b[s + 4] & 63;
-  } else {
-    sc = (b[s + 4] & 0x0F) | ((b[s - 4] >> 6) << 4);
-    mn = (b[s + 4] >> 4) | ((b[s] >> 6) << 4);
-  }
-}
-
-// A Q4_K / Q5_K super-block's eight 6-bit scales and mins (the 12 bytes at b + 4), unpacked four
-// bytes at a time (k_scale_min for every s at once): f[s] = d * sc_s * scale[i_s], and
-// dmin * mn_s * scale[i_s] * sum(q of block i_s) added into the 8 lanes of mins. x8 holds the
-// super-block's eight input scales, qsf its eight input sums.
+// A Q4_K / Q5_K super-block's eight 6-bit scales and mins (the 12 bytes at b + 4; sub-blocks 0-3
+// keep theirs in the low 6 bits of bytes 0-3 / 4-7, sub-blocks 4-7 in the nibbles of bytes 8-11
+// with the top 2 bits in those bytes' high bits), unpacked four bytes at a time: f[s] = d * sc_s *
+// scale[i_s], and dmin * mn_s * scale[i_s] * sum(q of block i_s) added into the 8 lanes of mins. x8
+// holds the super-block's eight input scales, qsf its eight input sums.
 inline void k_super_block_scales(const uint8_t* b, __m256 x8, __m256 qsf, float* f, __m256& mins) {
   uint32_t u[3];
   std::memcpy(u, b + 4, 12);

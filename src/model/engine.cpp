@@ -196,20 +196,21 @@ struct Engine::Impl {
       // length alone decides which entries take the vector path); rows before the sliding
       // window's start get no weight
       Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> a(sc, m);
+      const auto set_out_of_window = [&](float value) {
+        if (min_pos > 0)
+          for (int64_t i = 0; i < n; ++i)
+            if (positions[i] < min_pos) sc[i] = value;
+      };
+      constexpr float kNone = -std::numeric_limits<float>::infinity();
       a *= scale;
-      const bool windowed = min_pos > 0;
-      if (windowed)
-        for (int64_t i = 0; i < n; ++i)
-          if (positions[i] < min_pos) sc[i] = -std::numeric_limits<float>::infinity();
+      set_out_of_window(kNone);
       const float mx = a.maxCoeff();
-      if (mx == -std::numeric_limits<float>::infinity()) {  // every row outside the window
+      if (mx == kNone) {  // every row outside the window
         a.setZero();
         continue;
       }
       a = (a - mx).exp();
-      if (windowed)
-        for (int64_t i = 0; i < n; ++i)
-          if (positions[i] < min_pos) sc[i] = 0.0f;
+      set_out_of_window(0.0f);  // exactly no weight (the vector exp of -inf is not exactly 0)
       a *= 1.0f / a.sum();
     }
     // every stored row in one call: a latent-space codec then maps each query's sum back once
