@@ -9,8 +9,10 @@
 #include "coding/latent_kernels.hpp"
 #include "eval/bench_speed.hpp"
 #include "transform/pca_coder.hpp"
+#include "veloxquant/cache.hpp"
 #include "veloxquant/codec.hpp"
 #include "veloxquant/config.hpp"
+#include "veloxquant/tensor.hpp"
 #include "veloxquant/threads.hpp"
 
 namespace {
@@ -84,6 +86,36 @@ BENCHMARK(BM_KvtcDecode)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PcaFit)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Unproject)->Arg(32)->Arg(64)->Arg(128)->Unit(benchmark::kMicrosecond);
 
+// One decode step of grouped-query attention on the codes (what Engine::attend_head asks of a
+// store): 4 query heads against one KV head of n = 4096 rows, D = 64, scores then weighted
+// values, for the cache spec of the argument (0 = full, 1 = kvtc default, 2 = q8_0).
+void BM_GqaAttention(benchmark::State& state) {
+  constexpr int64_t n = 4096, D = 64, nq = 4;
+  const char* specs[] = {"full", "kvtc", "q8_0"};
+  const auto k = vq::bench::realistic_kv(n, D, 5, true),
+             v = vq::bench::realistic_kv(n, D, 6, false);
+  auto cache = vq::make_cache(specs[state.range(0)], D);
+  cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D),
+                vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
+  const vq::store::RowSource& K = cache->keys(0, 0);
+  const vq::store::RowSource& V = cache->values(0, 0);
+  std::vector<float> qs(k.end() - nq * D, k.end()), scores(static_cast<size_t>(nq * n)),
+      out(static_cast<size_t>(nq * D));
+  const int64_t part = state.range(1);  // 0: both, 1: scores only, 2: value sums only
+  for (float& s : scores) s = 1.0f / static_cast<float>(n);
+  for (auto _ : state) {
+    if (part != 2) K.dot_many(0, n, qs.data(), nq, scores.data(), n);
+    if (part == 0)
+      for (float& s : scores) s = 1.0f / static_cast<float>(n);
+    std::fill(out.begin(), out.end(), 0.0f);
+    if (part != 1) V.accumulate_many(0, n, scores.data(), n, nq, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(scores.data());
+  }
+  const char* parts[] = {"", " scores", " values"};
+  state.SetLabel(std::string(specs[state.range(0)]) + parts[part]);
+}
+BENCHMARK(BM_GqaAttention)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
 }  // namespace
 
 int main(int argc, char** argv) {

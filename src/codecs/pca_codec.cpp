@@ -5,8 +5,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+#endif
+// The 512-bit latent kernels need a byte permutation across the whole register (VBMI).
+#if defined(__AVX2__) && defined(__FMA__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512DQ__) && defined(__AVX512VL__) && defined(__AVX512VBMI__) && defined(__BMI2__)
+#define VQ_PCA_WIDE 1
 #endif
 
 #include "codecs/bit_pack.hpp"
@@ -126,6 +132,68 @@ void PcaCodec::build_groups() {
       lane[1] = static_cast<uint8_t>(b + 1);
       group_shift_[static_cast<size_t>(8 * g + l)] = static_cast<int32_t>(bit_off_[j] & 7u);
       group_mask_[static_cast<size_t>(8 * g + l)] = (1 << widths_[j]) - 1;
+    }
+  }
+  // 16-lane tables. A lane takes bytes (b, b + 1) of its 64-byte window and repeats b + 1 in
+  // the rest of its dword (the mask clears those bits). b <= 63 always; b + 1 is taken mod 64
+  // (as the permutation does): it is 64 only for a code that ends in byte 63 and so never
+  // reads its second byte.
+  const auto set_lane = [](uint8_t* idx, int lane, int b) {
+    idx[4 * lane] = static_cast<uint8_t>(b);
+    for (int i = 1; i < 4; ++i) idx[4 * lane + i] = static_cast<uint8_t>((b + 1) & 63);
+  };
+  const auto lane_byte = [&](int64_t g, int l) {  // code 8g + l's byte within group g's window
+    const size_t j = static_cast<size_t>(8 * g + l);
+    return 8 * g + l < k ? static_cast<int>((bit_off_[j] >> 3) - group_win_[static_cast<size_t>(g)])
+                         : 0;
+  };
+  // Scores: two rows per register when a group's window in both fits 64 bytes; when the two
+  // rows fit 64 bytes whole (2 rb <= 64), one load per row pair serves every group (the window
+  // offset moves into the permutation and every window starts at 0).
+  const int64_t rb = row_bytes_;
+  pair_rows_ = rb + 9 <= 64;
+  rpair_whole_ = 2 * rb <= 64;
+  rpair_win_.assign(static_cast<size_t>(G), 0);
+  rpair_idx_.assign(static_cast<size_t>(G * 64), 0);
+  rpair_shift_.assign(static_cast<size_t>(G * 16), 0);
+  rpair_mask_.assign(static_cast<size_t>(G * 16), 0);
+  for (int64_t g = 0; g < G && pair_rows_; ++g) {
+    const int32_t win = group_win_[static_cast<size_t>(g)];
+    rpair_win_[static_cast<size_t>(g)] = rpair_whole_ ? 0 : win;
+    for (int l = 0; l < 8; ++l)
+      for (int half = 0; half < 2; ++half) {
+        const int lane = 8 * half + l;
+        set_lane(rpair_idx_.data() + 64 * g, lane,
+                 lane_byte(g, l) + static_cast<int>(half * rb) + (rpair_whole_ ? win : 0));
+        rpair_shift_[static_cast<size_t>(16 * g + lane)] =
+            group_shift_[static_cast<size_t>(8 * g + l)];
+        rpair_mask_[static_cast<size_t>(16 * g + lane)] =
+            group_mask_[static_cast<size_t>(8 * g + l)];
+      }
+  }
+  // Value sums: two groups of a row per register, read from group 2p's window, or from the
+  // row's start when the whole row fits 64 bytes (rb < 64).
+  const int64_t P = (G + 1) / 2;
+  gpair_whole_ = rb < 64;
+  gpair_win_.assign(static_cast<size_t>(P), 0);
+  gpair_idx_.assign(static_cast<size_t>(P * 64), 0);
+  gpair_shift_.assign(static_cast<size_t>(P * 16), 0);
+  gpair_mask_.assign(static_cast<size_t>(P * 16), 0);
+  for (int64_t p = 0; p < P; ++p) {
+    const int32_t win = gpair_whole_ ? 0 : group_win_[static_cast<size_t>(2 * p)];
+    gpair_win_[static_cast<size_t>(p)] = win;
+    for (int half = 0; half < 2 && 2 * p + half < G; ++half) {
+      const int64_t g = 2 * p + half;
+      // group g's window starts at most 8 bytes after group 2p's (or within the row)
+      const int shift = group_win_[static_cast<size_t>(g)] - win;
+      for (int l = 0; l < 8; ++l) {
+        const int lane = 8 * half + l;
+        set_lane(gpair_idx_.data() + 64 * p, lane, lane_byte(g, l) + shift);
+        gpair_shift_[static_cast<size_t>(16 * p + lane)] =
+            group_shift_[static_cast<size_t>(8 * g + l)];
+        gpair_mask_[static_cast<size_t>(16 * p + lane)] =
+            group_mask_[static_cast<size_t>(8 * g + l)];
+      }
     }
   }
 }
@@ -291,6 +359,197 @@ void axpy_groups(const Rows& rows, const float* w, const GroupTables& tab, int64
 }
 #endif
 
+#if defined(VQ_PCA_WIDE)
+// 16-lane unpack tables (PcaCodec's rpair_* or gpair_*): entry e's window start, its 64-byte
+// permutation, 16 shifts and 16 masks.
+struct WideTables {
+  const int32_t* win;
+  const uint8_t* idx;
+  const int32_t* shift;
+  const int32_t* mask;
+  bool whole;  // every window is 0: one load serves every entry
+};
+
+// sum8 of the 8 lane sums of rows 0 .. 7 (a = rows 0, 1 in its 256-bit halves; b rows 2, 3;
+// c rows 4, 5; d rows 6, 7), row r's sum in lane r: the additions sum8 makes, eight rows to an
+// instruction. Per row: s_l = x_l + x_(l+4), then (s_0 + s_1) + (s_2 + s_3).
+// (The zero-masked forms with every lane selected: GCC 12's plain forms pass an undefined
+// source that -Wuninitialized reports; its 512-to-256-bit cast does the same, hence lo256.)
+inline __m256 lo256(__m512 v) {
+  return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0));
+}
+inline __m256 sum8_rows8(__m512 a, __m512 b, __m512 c, __m512 d) {
+  constexpr __mmask16 kAll = 0xFFFF;
+  // 128-bit blocks: a = [a0 a1 | a2 a3] -> [a0 + a1, a2 + a3, b0 + b1, b2 + b3]: each block one
+  // row's s_0 .. s_3 (rows 0, 1, 2, 3; likewise rows 4 .. 7 from c, d)
+  const __m512 sab = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, a, b, 0x88),
+                                   _mm512_maskz_shuffle_f32x4(kAll, a, b, 0xDD));
+  const __m512 scd = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, c, d, 0x88),
+                                   _mm512_maskz_shuffle_f32x4(kAll, c, d, 0xDD));
+  // block k: [s0 + s1, s2 + s3] of row k, then of row 4 + k
+  const __m512 h = _mm512_add_ps(_mm512_maskz_shuffle_ps(kAll, sab, scd, 0x88),
+                                 _mm512_maskz_shuffle_ps(kAll, sab, scd, 0xDD));
+  // block k: [(s0 + s1) + (s2 + s3) of row k, of row 4 + k, (again)]
+  const __m512 r = _mm512_add_ps(_mm512_maskz_shuffle_ps(kAll, h, h, 0x88),
+                                 _mm512_maskz_shuffle_ps(kAll, h, h, 0xDD));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return lo256(_mm512_maskz_permutexvar_ps(kAll, order, r));
+}
+
+// 64 bytes from p; bytes at or past `end` are not read (a masked load) and come back as 0.
+inline __m512i load64(const uint8_t* p, const uint8_t* end) {
+  const int64_t left = end - p;
+  if (left >= 64) return _mm512_loadu_si512(p);
+  return _mm512_maskz_loadu_epi8(_bzhi_u64(~uint64_t{0}, static_cast<unsigned>(left)), p);
+}
+
+// Entry e's 16 codes as floats from its window's 64 bytes.
+inline __m512 wide_codes(__m512i window, const WideTables& t, int64_t e) {
+  const __m512i bytes = _mm512_permutexvar_epi8(_mm512_loadu_si512(t.idx + 64 * e), window);
+  const __m512i c = _mm512_and_si512(_mm512_srlv_epi32(bytes, _mm512_loadu_si512(t.shift + 16 * e)),
+                                     _mm512_loadu_si512(t.mask + 16 * e));
+  return _mm512_cvtepi32_ps(c);
+}
+
+// dot_groups_many on two rows per register (lanes 0-7 row t, 8-15 row t + 1, rpair tables):
+// each half takes exactly the operations the eight-lane kernel gives its row, so the scores
+// are the same bits. w16 + 16 (q G + g): query q's weights of group g, repeated in both halves.
+// NR row pairs per step: their NR x NQ multiply-add chains are independent, so the FMA latency
+// of one chain (G long) is hidden behind the others. `full`: every window of the step lies in
+// the buffer (plain loads); otherwise bytes past `end` are masked off and read as 0.
+template <int NQ, int NR, bool full, bool whole>
+inline void dot_pairs_step(const uint8_t* r, int64_t rb, const uint8_t* end, const WideTables& tab,
+                           int64_t G, const float* w16, const float* c0, float* out,
+                           int64_t out_stride, int64_t rows) {
+  const auto load = [&](const uint8_t* at) {
+    return full ? _mm512_loadu_si512(at) : load64(at, end);
+  };
+  __m512 acc[NR][NQ];
+  for (auto& ar : acc)
+    for (auto& a : ar) a = _mm512_setzero_ps();
+  __m512i pair[NR];  // whole: each row pair's bytes, read once for every group
+  if (whole)
+    for (int p = 0; p < NR; ++p) pair[p] = load(r + 2 * p * rb);
+  for (int64_t g = 0; g < G; ++g) {
+    const __m512i idx = _mm512_loadu_si512(tab.idx + 64 * g);
+    const __m512i shift = _mm512_loadu_si512(tab.shift + 16 * g);
+    const __m512i mask = _mm512_loadu_si512(tab.mask + 16 * g);
+    for (int p = 0; p < NR; ++p) {
+      const __m512i bytes = whole ? pair[p] : load(r + tab.win[g] + 2 * p * rb);
+      const __m512 c = _mm512_cvtepi32_ps(
+          _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi8(idx, bytes), shift), mask));
+      for (int q = 0; q < NQ; ++q)
+        acc[p][q] = _mm512_fmadd_ps(c, _mm512_loadu_ps(w16 + 16 * (q * G + g)), acc[p][q]);
+    }
+  }
+  if constexpr (NR == 4) {  // eight full rows: each query's eight sums reduced together
+    for (int q = 0; q < NQ; ++q)
+      _mm256_storeu_ps(out + q * out_stride,
+                       _mm256_add_ps(_mm256_set1_ps(c0[q]),
+                                     sum8_rows8(acc[0][q], acc[1][q], acc[2][q], acc[3][q])));
+    return;
+  }
+  for (int64_t h = 0; h < std::min<int64_t>(2 * NR, rows); ++h) {
+    __m256 s8[NQ];
+    for (int q = 0; q < NQ; ++q)
+      s8[q] =
+          h % 2 == 0 ? lo256(acc[h / 2][q]) : _mm512_maskz_extractf32x8_ps(0xFF, acc[h / 2][q], 1);
+    int q = 0;
+    for (; q + 4 <= NQ; q += 4) {
+      alignas(16) float s[4];
+      _mm_store_ps(s, sum8x4(s8[q], s8[q + 1], s8[q + 2], s8[q + 3]));
+      for (int j = 0; j < 4; ++j) out[(q + j) * out_stride + h] = c0[q + j] + s[j];
+    }
+    for (; q < NQ; ++q) out[q * out_stride + h] = c0[q] + sum8(s8[q]);
+  }
+}
+
+template <int NQ>
+void dot_pairs_many(const uint8_t* codes, int64_t n, int64_t rb, const WideTables& tab, int64_t G,
+                    const float* w16, const float* c0, float* out, int64_t out_stride) {
+  static_assert(NQ <= 4, "at most 16 accumulators");
+  constexpr int NR = 4;
+  const uint8_t* end = codes + n * rb;
+  // a step's last window ends at most (2 NR - 1) rb + win[G - 1] + 64 bytes from its first row
+  const int64_t reach = 2 * (NR - 1) * rb + tab.win[G - 1] + 64;
+  int64_t t = 0;
+  if (tab.whole) {
+    for (; t + 2 * NR <= n && t * rb + reach <= n * rb; t += 2 * NR)
+      dot_pairs_step<NQ, NR, true, true>(codes + t * rb, rb, end, tab, G, w16, c0, out + t,
+                                         out_stride, 2 * NR);
+  } else {
+    for (; t + 2 * NR <= n && t * rb + reach <= n * rb; t += 2 * NR)
+      dot_pairs_step<NQ, NR, true, false>(codes + t * rb, rb, end, tab, G, w16, c0, out + t,
+                                          out_stride, 2 * NR);
+  }
+  for (; t < n; t += 2)  // the last rows, a pair at a time (an odd last row: zeros beside it)
+    dot_pairs_step<NQ, 1, false, false>(codes + t * rb, rb, end, tab, G, w16, c0, out + t,
+                                        out_stride, n - t);
+}
+
+// axpy_groups_many on two groups per register (gpair tables: pair p = groups 2p, 2p + 1), pairs
+// p0 .. p0 + NP - 1: per lane the multiply-adds of the eight-lane kernel, rows in order.
+// lat16 + 16 (q P + p): weight row q's sums of pair p (component c at lat16[q P 16 + c]).
+template <int NW, int NP>
+void axpy_pairs_many(const uint8_t* codes, int64_t n, int64_t rb, const float* w, int64_t w_stride,
+                     const WideTables& tab, int64_t P, int64_t p0, float* lat16) {
+  const uint8_t* end = codes + n * rb;
+  __m512 acc[NW][NP];
+  for (int q = 0; q < NW; ++q)
+    for (int i = 0; i < NP; ++i) acc[q][i] = _mm512_loadu_ps(lat16 + 16 * (q * P + p0 + i));
+  for (int64_t t = 0; t < n; ++t) {
+    const uint8_t* r = codes + t * rb;
+    __m512 wv[NW];
+    for (int q = 0; q < NW; ++q) wv[q] = _mm512_set1_ps(w[q * w_stride + t]);
+    const __m512i row = tab.whole ? load64(r, end) : _mm512_setzero_si512();  // whole: read once
+    for (int i = 0; i < NP; ++i) {
+      const __m512 c = wide_codes(tab.whole ? row : load64(r + tab.win[p0 + i], end), tab, p0 + i);
+      for (int q = 0; q < NW; ++q) acc[q][i] = _mm512_fmadd_ps(wv[q], c, acc[q][i]);
+    }
+  }
+  for (int q = 0; q < NW; ++q)
+    for (int i = 0; i < NP; ++i) _mm512_storeu_ps(lat16 + 16 * (q * P + p0 + i), acc[q][i]);
+}
+
+// Pairs 0 .. P - 1 in runs of at most NP (accumulators: NW x NP <= 24 of the 32 registers).
+template <int NW, int... NPs>
+void axpy_pair_runs_of(std::integer_sequence<int, NPs...>, const uint8_t* codes, int64_t n,
+                       int64_t rb, const float* w, int64_t w_stride, const WideTables& tab,
+                       int64_t P, float* lat16) {
+  using Fn = void (*)(const uint8_t*, int64_t, int64_t, const float*, int64_t, const WideTables&,
+                      int64_t, int64_t, float*);
+  constexpr Fn kRun[] = {axpy_pairs_many<NW, NPs + 1>...};
+  constexpr int64_t kMax = sizeof...(NPs);
+  for (int64_t p0 = 0; p0 < P; p0 += kMax)
+    kRun[std::min(kMax, P - p0) - 1](codes, n, rb, w, w_stride, tab, P, p0, lat16);
+}
+template <int NW>
+void axpy_pair_runs(const uint8_t* codes, int64_t n, int64_t rb, const float* w, int64_t w_stride,
+                    const WideTables& tab, int64_t P, float* lat16) {
+  axpy_pair_runs_of<NW>(std::make_integer_sequence<int, std::min(8, 24 / NW)>{}, codes, n, rb, w,
+                        w_stride, tab, P, lat16);
+}
+
+// Query weights w[0, k) as w16 rows for dot_pairs_many: group g's eight in both halves.
+inline void fill_w16(const float* w, int64_t k, float* w16) {
+  for (int64_t j = 0; j < k; ++j) {
+    w16[16 * (j / 8) + j % 8] = w[j];
+    w16[16 * (j / 8) + 8 + j % 8] = w[j];
+  }
+}
+
+using DotWideFn = void (*)(const uint8_t*, int64_t, int64_t, const WideTables&, int64_t,
+                           const float*, const float*, float*, int64_t);
+constexpr int64_t kMaxWide = 4;  // queries per 512-bit scores call (16 accumulators)
+constexpr DotWideFn kDotWide[] = {nullptr, dot_pairs_many<1>, dot_pairs_many<2>, dot_pairs_many<3>,
+                                  dot_pairs_many<4>};
+using AxpyWideFn = void (*)(const uint8_t*, int64_t, int64_t, const float*, int64_t,
+                            const WideTables&, int64_t, float*);
+constexpr AxpyWideFn kAxpyWide[] = {nullptr,           axpy_pair_runs<1>, axpy_pair_runs<2>,
+                                    axpy_pair_runs<3>, axpy_pair_runs<4>, axpy_pair_runs<5>,
+                                    axpy_pair_runs<6>, axpy_pair_runs<7>, axpy_pair_runs<8>};
+#endif
+
 // The latest query a thread projected, per model: attention asks for the same query once per
 // run of rows (a chunk), so the k x D projection is paid once per query, not once per chunk.
 struct QueryMemo {
@@ -334,29 +593,33 @@ float PcaCodec::chunk_query(const float* q, int64_t slot, const float* mins, con
   return c0;
 }
 
-void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
-                        float* out) const {
-  if (n <= 0) return;
+void PcaCodec::row_dots(const uint8_t* codes, int64_t n, float c0, const float* wj, float* out,
+                        bool scalar) const {
   const int64_t k = kept(), rb = row_bytes_;
-  thread_local std::vector<float> wj, mins, scales, code;
-  thread_local std::vector<uint8_t> pad;
-  wj.resize(static_cast<size_t>(k));
-  mins.resize(static_cast<size_t>(k));
-  scales.resize(static_cast<size_t>(k));
-  code.resize(static_cast<size_t>(k));
-  pad.assign(static_cast<size_t>(rb + 8), 0);
-  chunk_ranges(params, mins.data(), scales.data());
-  const float c0 = chunk_query(q, 0, mins.data(), scales.data(), wj.data());
+  if (k == 0) {
+    for (int64_t t = 0; t < n; ++t) out[t] = c0;
+    return;
+  }
+  const int64_t G = static_cast<int64_t>(group_win_.size());
+#if defined(VQ_PCA_WIDE)
+  if (!scalar && pair_rows_) {  // two rows per 512-bit register
+    thread_local std::vector<float> w16;
+    w16.assign(static_cast<size_t>(G * 16), 0.0f);
+    fill_w16(wj, k, w16.data());
+    const WideTables tab{rpair_win_.data(), rpair_idx_.data(), rpair_shift_.data(),
+                         rpair_mask_.data(), rpair_whole_};
+    dot_pairs_many<1>(codes, n, rb, tab, G, w16.data(), &c0, out, 0);
+    return;
+  }
+#endif
 #if defined(__AVX2__) && defined(__FMA__)
-  // A row at a time, eight components per step (group_codes: no gathers): eight partial sums,
-  // lane l over components l, l + 8, ..., added in a fixed order at the end. Every row takes
-  // this path, so a row's value depends only on its codes and q. Rows whose 16-byte windows
-  // would read past the buffer go through a zero-padded copy.
-  if (k > 0) {
-    const int64_t G = static_cast<int64_t>(group_win_.size());
+  // A row at a time, eight components per step (group_codes: no gathers). Rows whose 16-byte
+  // windows would read past the buffer go through a zero-padded copy.
+  if (!scalar) {
     thread_local std::vector<float> w8;
+    thread_local std::vector<uint8_t> pad;
     w8.assign(static_cast<size_t>(G * 8), 0.0f);
-    std::copy_n(wj.begin(), k, w8.begin());
+    std::copy_n(wj, k, w8.begin());
     const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
     pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
     const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
@@ -392,89 +655,125 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
     return;
   }
 #endif
+  // The same arithmetic one lane at a time: lane l sums components l, l + 8, ... in order.
+  thread_local std::vector<float> code;
+  thread_local std::vector<uint8_t> pad;
+  code.resize(static_cast<size_t>(k));
+  pad.assign(static_cast<size_t>(rb + 8), 0);
   for (int64_t t = 0; t < n; ++t) {
     row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
-    float s = c0;
+    float acc[8] = {};
     for (int64_t j = 0; j < k; ++j)
-      s = madd(code[static_cast<size_t>(j)], wj[static_cast<size_t>(j)], s);
-    out[t] = s;
+      acc[j % 8] = madd(code[static_cast<size_t>(j)], wj[j], acc[j % 8]);
+    float s[4];
+    for (int l = 0; l < 4; ++l) s[l] = acc[l] + acc[l + 4];
+    out[t] = c0 + ((s[0] + s[1]) + (s[2] + s[3]));
   }
+}
+
+void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                        float* out) const {
+  if (n <= 0) return;
+  const int64_t k = kept();
+  thread_local std::vector<float> wj, mins, scales;
+  wj.resize(static_cast<size_t>(k));
+  mins.resize(static_cast<size_t>(k));
+  scales.resize(static_cast<size_t>(k));
+  chunk_ranges(params, mins.data(), scales.data());
+  const float c0 = chunk_query(q, 0, mins.data(), scales.data(), wj.data());
+  row_dots(codes, n, c0, wj.data(), out, false);
+}
+
+void PcaCodec::dot_rows_lanes_ref(const uint8_t* params, const uint8_t* codes, int64_t n,
+                                  const float* q, float* out) const {
+  if (n <= 0) return;
+  const size_t k = static_cast<size_t>(kept());
+  std::vector<float> wj(k), mins(k), scales(k);
+  chunk_ranges(params, mins.data(), scales.data());
+  const float c0 = chunk_query(q, 0, mins.data(), scales.data(), wj.data());
+  row_dots(codes, n, c0, wj.data(), out, true);
+}
+
+void PcaCodec::code_sums(const uint8_t* codes, int64_t n, const float* w, float* lat,
+                         bool scalar) const {
+  const int64_t k = kept(), rb = row_bytes_;
+  if (k == 0) return;
+  const int64_t G = static_cast<int64_t>(group_win_.size());
+#if defined(VQ_PCA_WIDE)
+  if (!scalar) {  // two groups per 512-bit register
+    const int64_t P = (G + 1) / 2;
+    thread_local std::vector<float> lat16;
+    lat16.assign(static_cast<size_t>(P * 16), 0.0f);
+    const WideTables tab{gpair_win_.data(), gpair_idx_.data(), gpair_shift_.data(),
+                         gpair_mask_.data(), gpair_whole_};
+    axpy_pair_runs<1>(codes, n, rb, w, 0, tab, P, lat16.data());
+    std::copy_n(lat16.begin(), k, lat);
+    return;
+  }
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+  // Eight components at a time, one lane per component (group_codes: no gathers), up to eight
+  // groups' sums held in registers over all the rows, then the next eight. Rows whose 16-byte
+  // windows would read past the buffer go through a zero-padded copy.
+  if (!scalar) {
+    thread_local std::vector<float> lat8;
+    thread_local std::vector<uint8_t> pad;
+    lat8.assign(static_cast<size_t>(G * 8), 0.0f);
+    const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
+    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
+    const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
+                          group_mask_.data()};
+    const Rows rows{codes, n, rb, reach, pad.data()};
+    using Fn = void (*)(const Rows&, const float*, const GroupTables&, int64_t, float*);
+    constexpr Fn kRun[] = {axpy_groups<1>, axpy_groups<2>, axpy_groups<3>, axpy_groups<4>,
+                           axpy_groups<5>, axpy_groups<6>, axpy_groups<7>, axpy_groups<8>};
+    for (int64_t g0 = 0; g0 < G; g0 += 8)
+      kRun[std::min<int64_t>(8, G - g0) - 1](rows, w, tab, g0, lat8.data());
+    std::copy_n(lat8.begin(), k, lat);
+    return;
+  }
+#endif
+  thread_local std::vector<float> code;
+  thread_local std::vector<uint8_t> pad;
+  code.resize(static_cast<size_t>(k));
+  pad.assign(static_cast<size_t>(rb + 8), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
+    for (int64_t j = 0; j < k; ++j) lat[j] = madd(w[t], code[static_cast<size_t>(j)], lat[j]);
+  }
+}
+
+void PcaCodec::finish_latent(const uint8_t* params, const float* sums, float wsum,
+                             float* out) const {
+  const int64_t k = kept();
+  thread_local std::vector<float> mins, scales;
+  mins.resize(static_cast<size_t>(k));
+  scales.resize(static_cast<size_t>(k));
+  chunk_ranges(params, mins.data(), scales.data());
+  for (int64_t j = 0; j < k; ++j)
+    out[j] += madd(scales[static_cast<size_t>(j)], sums[j], mins[static_cast<size_t>(j)] * wsum);
+  out[k] += wsum;
 }
 
 void PcaCodec::axpy_latent(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                            float* out) const {
   if (n <= 0) return;
-  const int64_t k = kept(), rb = row_bytes_;
-  thread_local std::vector<float> lat, mins, scales, code;
-  thread_local std::vector<uint8_t> pad;
-  lat.assign(static_cast<size_t>(k), 0.0f);
-  mins.resize(static_cast<size_t>(k));
-  scales.resize(static_cast<size_t>(k));
-  code.resize(static_cast<size_t>(k));
-  pad.assign(static_cast<size_t>(rb + 8), 0);
+  thread_local std::vector<float> sums;
+  sums.assign(static_cast<size_t>(kept()), 0.0f);
   float wsum = 0.0f;
-#if defined(__AVX2__) && defined(__FMA__)
-  // Eight components at a time, one lane per component (group_codes: no gathers), and
-  // lat_j += w_t code_tj with the scalar loop's fused multiply-add, rows in order. Rows whose
-  // 16-byte windows would read past the buffer go through a zero-padded copy.
-  if (k > 0) {
-    const int64_t G = static_cast<int64_t>(group_win_.size());
-    thread_local std::vector<float> lat8;
-    lat8.assign(static_cast<size_t>(G * 8), 0.0f);
-    const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
-    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
-    for (int64_t t = 0; t < n; ++t) wsum += w[t];
-    const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
-                          group_mask_.data()};
-    const Rows rows{codes, n, rb, reach, pad.data()};
-    // up to eight groups' sums held in registers over all the rows, then the next eight
-    for (int64_t g0 = 0; g0 < G; g0 += 8) {
-      switch (std::min<int64_t>(8, G - g0)) {
-        case 8:
-          axpy_groups<8>(rows, w, tab, g0, lat8.data());
-          break;
-        case 7:
-          axpy_groups<7>(rows, w, tab, g0, lat8.data());
-          break;
-        case 6:
-          axpy_groups<6>(rows, w, tab, g0, lat8.data());
-          break;
-        case 5:
-          axpy_groups<5>(rows, w, tab, g0, lat8.data());
-          break;
-        case 4:
-          axpy_groups<4>(rows, w, tab, g0, lat8.data());
-          break;
-        case 3:
-          axpy_groups<3>(rows, w, tab, g0, lat8.data());
-          break;
-        case 2:
-          axpy_groups<2>(rows, w, tab, g0, lat8.data());
-          break;
-        default:
-          axpy_groups<1>(rows, w, tab, g0, lat8.data());
-          break;
-      }
-    }
-    std::copy_n(lat8.begin(), k, lat.begin());
-  } else {
-    for (int64_t t = 0; t < n; ++t) wsum += w[t];
-  }
-#else
-  for (int64_t t = 0; t < n; ++t) {
-    row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
-    const float wt = w[t];
-    wsum += wt;
-    for (int64_t j = 0; j < k; ++j)
-      lat[static_cast<size_t>(j)] =
-          madd(wt, code[static_cast<size_t>(j)], lat[static_cast<size_t>(j)]);
-  }
-#endif
-  chunk_ranges(params, mins.data(), scales.data());
-  for (int64_t j = 0; j < k; ++j)
-    out[j] += madd(scales[static_cast<size_t>(j)], lat[static_cast<size_t>(j)],
-                   mins[static_cast<size_t>(j)] * wsum);
-  out[k] += wsum;
+  for (int64_t t = 0; t < n; ++t) wsum += w[t];
+  code_sums(codes, n, w, sums.data(), false);
+  finish_latent(params, sums.data(), wsum, out);
+}
+
+void PcaCodec::axpy_latent_ref(const uint8_t* params, const uint8_t* codes, int64_t n,
+                               const float* w, float* out) const {
+  if (n <= 0) return;
+  std::vector<float> sums(static_cast<size_t>(kept()), 0.0f);
+  float wsum = 0.0f;
+  for (int64_t t = 0; t < n; ++t) wsum += w[t];
+  code_sums(codes, n, w, sums.data(), true);
+  finish_latent(params, sums.data(), wsum, out);
 }
 
 namespace {
@@ -575,15 +874,33 @@ void PcaCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_
     const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
                           group_mask_.data()};
     const Rows rows{codes, n, rb, reach, pad.data()};
-    for (int64_t j0 = 0; j0 < nq; j0 += kMaxMany) {
-      const int64_t m = std::min(kMaxMany, nq - j0);
-      w8.assign(static_cast<size_t>(m * G * 8), 0.0f);
+#if defined(VQ_PCA_WIDE)
+    const bool wide = pair_rows_;  // two rows per 512-bit register, the same bits
+#else
+    const bool wide = false;
+#endif
+    const int64_t lanes = wide ? 16 : 8;
+    const int64_t batch = wide ? kMaxWide : kMaxMany;
+    for (int64_t j0 = 0; j0 < nq; j0 += batch) {
+      const int64_t m = std::min(batch, nq - j0);
+      w8.assign(static_cast<size_t>(m * G * lanes), 0.0f);
       c0.resize(static_cast<size_t>(m));
       for (int64_t j = 0; j < m; ++j) {
         c0[static_cast<size_t>(j)] =
             chunk_query(qs + (j0 + j) * D, j0 + j, mins.data(), scales.data(), wj.data());
-        std::copy_n(wj.begin(), k, w8.begin() + j * G * 8);
+        if (wide)
+          fill_w16(wj.data(), k, w8.data() + j * G * 16);
+        else
+          std::copy_n(wj.begin(), k, w8.begin() + j * G * 8);
       }
+#if defined(VQ_PCA_WIDE)
+      if (wide) {
+        const WideTables wt{rpair_win_.data(), rpair_idx_.data(), rpair_shift_.data(),
+                            rpair_mask_.data(), rpair_whole_};
+        kDotWide[m](codes, n, rb, wt, G, w8.data(), c0.data(), out + j0 * out_stride, out_stride);
+        continue;
+      }
+#endif
       kDotMany[m](rows, tab, G, w8.data(), c0.data(), out + j0 * out_stride, out_stride);
     }
     return;
@@ -600,27 +917,41 @@ void PcaCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int
   if (n > 0 && k > 0 && nw >= 2) {
     const int64_t G = static_cast<int64_t>(group_win_.size());
     thread_local std::vector<float> mins, scales, lat8;
+#if !defined(VQ_PCA_WIDE)
     thread_local std::vector<uint8_t> pad;
+#endif
     mins.resize(static_cast<size_t>(k));
     scales.resize(static_cast<size_t>(k));
     chunk_ranges(params, mins.data(), scales.data());
+#if !defined(VQ_PCA_WIDE)
     const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
     pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
     const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
                           group_mask_.data()};
     const Rows rows{codes, n, rb, reach, pad.data()};
+#endif
     for (int64_t j0 = 0; j0 < nw; j0 += kMaxMany) {
       const int64_t m = std::min(kMaxMany, nw - j0);
-      lat8.assign(static_cast<size_t>(m * G * 8), 0.0f);
       const float* wj = w + j0 * w_stride;
+#if defined(VQ_PCA_WIDE)
+      // two groups per 512-bit register: pairs of groups, 16 sums each (component c at c)
+      const int64_t per = (G + 1) / 2 * 16;
+      lat8.assign(static_cast<size_t>(m * per), 0.0f);
+      const WideTables wt{gpair_win_.data(), gpair_idx_.data(), gpair_shift_.data(),
+                          gpair_mask_.data(), gpair_whole_};
+      kAxpyWide[m](codes, n, rb, wj, w_stride, wt, (G + 1) / 2, lat8.data());
+#else
+      const int64_t per = G * 8;
+      lat8.assign(static_cast<size_t>(m * per), 0.0f);
       kAxpyMany[m](rows, wj, w_stride, tab, G, lat8.data());
+#endif
       // As axpy_latent: the weights' sum in order, then each component's affine map.
       for (int64_t j = 0; j < m; ++j) {
         const float* wr = wj + j * w_stride;
         float wsum = 0.0f;
         for (int64_t t = 0; t < n; ++t) wsum += wr[t];
         float* o = lat + (j0 + j) * lat_stride;
-        const float* l8 = lat8.data() + j * G * 8;
+        const float* l8 = lat8.data() + j * per;
         for (int64_t c = 0; c < k; ++c)
           o[c] += madd(scales[static_cast<size_t>(c)], l8[c], mins[static_cast<size_t>(c)] * wsum);
         o[k] += wsum;

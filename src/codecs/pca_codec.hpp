@@ -82,6 +82,15 @@ class PcaCodec final : public store::RowCodec {
   void axpy_latent_many(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
                         int64_t w_stride, int64_t nw, float* lat,
                         int64_t lat_stride) const override;
+  /// The latent kernels' arithmetic in plain scalar code, the yardstick the vector paths (AVX2,
+  /// and the 512-bit ones where the target has AVX-512 VBMI) equal bit for bit.
+  /// dot_rows_lanes_ref: eight lane sums per row, lane l over components l, l + 8, ... in order
+  /// with one fused multiply-add each, then c0 + ((s0 + s1) + (s2 + s3)), s_l = acc_l + acc_l+4.
+  /// axpy_latent_ref: lat_j += w_t code_tj, rows in order, then each component's affine map.
+  void dot_rows_lanes_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
+                          float* out) const;
+  void axpy_latent_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* w,
+                       float* lat) const;
   /// Reference twins: decode the rows, then the fp32 product (what dot_rows / axpy_rows equal up
   /// to rounding).
   void dot_rows_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
@@ -114,6 +123,13 @@ class PcaCodec final : public store::RowCodec {
   /// w[j] = scale_j (basis_j . q); the projections are memoized per thread in memo slot `slot`.
   float chunk_query(const float* q, int64_t slot, const float* mins, const float* scales,
                     float* w) const;
+  /// out[t] = c0 + sum_j wj[j] code_tj in the eight-lane order (scalar: in plain code).
+  void row_dots(const uint8_t* codes, int64_t n, float c0, const float* wj, float* out,
+                bool scalar) const;
+  /// lat[j] += sum_t w_t code_tj, rows in order (scalar: in plain code).
+  void code_sums(const uint8_t* codes, int64_t n, const float* w, float* lat, bool scalar) const;
+  /// out[j] += scale_j sums[j] + min_j wsum (j < k), out[k] += wsum.
+  void finish_latent(const uint8_t* params, const float* sums, float wsum, float* out) const;
 
   std::unique_ptr<transform::RowCoder> fitter_;  // released after fit
   transform::PcaSettings reader_;
@@ -127,14 +143,29 @@ class PcaCodec final : public store::RowCodec {
   // The codes in groups of 8 components, for the shuffle unpack of the latent kernels: group g's
   // codes lie in the 16 bytes of a row from byte group_win_[g]; a byte shuffle puts code j's two
   // bytes in 32-bit lane j, then a shift and a mask (padding lanes: mask 0).
-  std::vector<int32_t> group_win_;           // [G]
-  std::vector<uint8_t> group_shuf_;          // [G * 32] byte shuffle control (per 128-bit half)
-  std::vector<int32_t> group_shift_;         // [G * 8]
-  std::vector<int32_t> group_mask_;          // [G * 8]
-  std::vector<float> own_mean_, own_basis_;  // local model: [D], [k, D]
-  const float* mean_ = nullptr;              // own_mean_ or the calibration's
-  std::vector<const float*> basis_rows_;     // [k] rows of own_basis_ or the calibration's
-  std::vector<coding::AffineParams> fixed_;  // [k] quant=calibrated ranges
+  std::vector<int32_t> group_win_;    // [G]
+  std::vector<uint8_t> group_shuf_;   // [G * 32] byte shuffle control (per 128-bit half)
+  std::vector<int32_t> group_shift_;  // [G * 8]
+  std::vector<int32_t> group_mask_;   // [G * 8]
+  // The same unpack in 16 lanes (the 512-bit kernels; built always, used where the target has
+  // AVX-512 VBMI): a 64-byte load from the window, a byte permutation, a shift and a mask.
+  //   scores, two rows per register: lanes 0-7 group g of row t, lanes 8-15 group g of row
+  //   t + 1 (bytes rb further), possible when rb + 9 <= 64 (pair_rows_);
+  //   value sums, two groups per register: lanes 0-7 group 2p, lanes 8-15 group 2p + 1 of one
+  //   row, both read from group 2p's window (gpair_win_).
+  // *_whole_: the window is the row pair (scores, 2 rb <= 64) or the row (sums, rb < 64), read
+  // once for every group; the group's offset is then in its permutation and its window is 0.
+  bool pair_rows_ = false, rpair_whole_ = false, gpair_whole_ = false;
+  std::vector<int32_t> rpair_win_;                  // [G]
+  std::vector<uint8_t> rpair_idx_;                  // [G * 64]
+  std::vector<int32_t> rpair_shift_, rpair_mask_;   // [G * 16]
+  std::vector<int32_t> gpair_win_;                  // [P], P = ceil(G / 2)
+  std::vector<uint8_t> gpair_idx_;                  // [P * 64]
+  std::vector<int32_t> gpair_shift_, gpair_mask_;   // [P * 16]
+  std::vector<float> own_mean_, own_basis_;         // local model: [D], [k, D]
+  const float* mean_ = nullptr;                     // own_mean_ or the calibration's
+  std::vector<const float*> basis_rows_;            // [k] rows of own_basis_ or the calibration's
+  std::vector<coding::AffineParams> fixed_;         // [k] quant=calibrated ranges
   std::shared_ptr<const Calibration> calibration_;  // keeps the referenced model alive
 };
 

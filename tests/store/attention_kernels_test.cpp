@@ -457,6 +457,97 @@ TEST(AttentionKernels, PcaLatentSpaceMatchesDequantizeThenAttend) {
   }
 }
 
+// The latent kernels (AVX2; and on AVX-512 VBMI targets two rows, or two component groups, per
+// 512-bit register) equal their scalar models bit for bit: dot_rows / dot_rows_many against
+// dot_rows_lanes_ref (eight lane sums in a fixed order), axpy_latent / axpy_latent_many against
+// axpy_latent_ref (rows in order per component). The cases cover rows that fit 64 bytes as a
+// pair (rb <= 32), as a group window pair (rb <= 55) and neither, runs of rows that are not a
+// multiple of the kernels' steps, every batch size, widths up to 8 bits, and no kept component.
+// The codes sit in a buffer that ends where the last row does: a kernel may not read past it.
+TEST(AttentionKernels, PcaLatentKernelsEqualTheirScalarOrder) {
+  struct Case {
+    const char* spec;
+    int64_t D;
+  };
+  const Case cases[] = {{"kvtc", 64},
+                        {"kvtc:bit_budget=40", 32},
+                        {"kvtc:bit_budget=0", 32},
+                        {"kvtc:bit_budget=384", 128},
+                        {"kvtc:bit_budget=512", 128},
+                        {"kvtc:bit_budget=1024", 128},
+                        {"uniform:bit_budget=256", 64},
+                        {"kvtc:bit_budget=64,bit_choices=0,8", 16}};
+  bool pair_whole = false, pair_window = false, no_pair = false;
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.spec);
+    const int64_t D = cs.D, n = 200;
+    const vq::CacheConfig cfg = vq::CacheConfig::parse(cs.spec);
+    for (int kv = 0; kv < 2; ++kv) {
+      auto rc = vq::find_method(cfg.method())
+                    .make_row_codec(cfg, vq::store::StreamInfo{D, 0, 0, 1, kv, 7});
+      auto x = randn(n * D, 91 + kv, 0.3);
+      const auto z = randn(n * 3, 93);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          x[static_cast<size_t>(t * D + d)] +=
+              2.0f * z[static_cast<size_t>(3 * t)] * std::cos(0.3f * d) +
+              z[static_cast<size_t>(3 * t + 1)] * std::sin(0.7f * d) + 0.5f;
+      rc->fit(x.data(), n);
+      const auto* c = dynamic_cast<const vq::codecs::PcaCodec*>(rc.get());
+      ASSERT_NE(c, nullptr);
+      const int64_t rb = c->row_bytes();
+      if (c->kept() > 0) {
+        pair_whole |= 2 * rb <= 64;
+        pair_window |= 2 * rb > 64 && rb + 9 <= 64;
+        no_pair |= rb + 9 > 64;
+      }
+      const int64_t m = std::min<int64_t>(n, c->chunk_rows());
+      std::vector<uint8_t> params(static_cast<size_t>(c->chunk_param_bytes(m)) + 1);
+      std::vector<uint8_t> all(static_cast<size_t>(m * rb));
+      rc->encode(x.data(), m, params.data() + 1, all.data());
+      for (int64_t rows : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{8}, int64_t{9},
+                           int64_t{17}, int64_t{40}, m}) {
+        if (rows > m) continue;
+        SCOPED_TRACE(rows);
+        // the last `rows` rows of the chunk, copied to a buffer of exactly their size
+        const std::vector<uint8_t> codes(all.end() - rows * rb, all.end());
+        const int64_t nq = 9;
+        const auto qs = randn(nq * D, 95 + static_cast<uint64_t>(rows));
+        const auto w = randn(nq * rows, 97 + static_cast<uint64_t>(rows), 0.2);
+        std::vector<float> want(static_cast<size_t>(nq * rows)), got(want.size());
+        for (int64_t j = 0; j < nq; ++j)
+          c->dot_rows_lanes_ref(params.data() + 1, codes.data(), rows, qs.data() + j * D,
+                                want.data() + j * rows);
+        c->dot_rows(params.data() + 1, codes.data(), rows, qs.data(), got.data());
+        EXPECT_TRUE(same_bits(got.data(), want.data(), rows)) << "dot_rows";
+        for (int64_t b = 1; b <= nq; ++b) {
+          std::fill(got.begin(), got.end(), -1.0f);
+          c->dot_rows_many(params.data() + 1, codes.data(), rows, qs.data(), b, got.data(), rows);
+          EXPECT_TRUE(same_bits(got.data(), want.data(), b * rows)) << "dot_rows_many " << b;
+        }
+        const int64_t L = c->latent_dim();
+        std::vector<float> lat_want(static_cast<size_t>(nq * L)), lat_got(lat_want.size());
+        for (int64_t j = 0; j < nq; ++j) {
+          std::fill(lat_want.begin() + j * L, lat_want.begin() + (j + 1) * L, 0.125f);
+          c->axpy_latent_ref(params.data() + 1, codes.data(), rows, w.data() + j * rows,
+                             lat_want.data() + j * L);
+        }
+        std::fill(lat_got.begin(), lat_got.end(), 0.125f);
+        c->axpy_latent(params.data() + 1, codes.data(), rows, w.data(), lat_got.data());
+        EXPECT_TRUE(same_bits(lat_got.data(), lat_want.data(), L)) << "axpy_latent";
+        for (int64_t b = 1; b <= nq; ++b) {
+          std::fill(lat_got.begin(), lat_got.end(), 0.125f);
+          c->axpy_latent_many(params.data() + 1, codes.data(), rows, w.data(), rows, b,
+                              lat_got.data(), L);
+          EXPECT_TRUE(same_bits(lat_got.data(), lat_want.data(), b * L))
+              << "axpy_latent_many " << b;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(pair_whole && pair_window && no_pair) << "a row size range went untested";
+}
+
 // ---- the store: RowSource::dot / accumulate on every kind of row placement
 
 struct StoreCase {
