@@ -276,6 +276,20 @@ inline void row_codes_f32(const uint8_t* row, int64_t rb, const uint32_t* bit_of
   }
 }
 
+// f(t, codes) for rows t < n in order, codes: row t's k codes as floats (the scalar paths).
+template <class F>
+void each_row_codes(const uint8_t* codes, int64_t n, int64_t rb, const uint32_t* bit_off,
+                    const uint8_t* widths, int64_t k, F&& f) {
+  thread_local std::vector<float> code;
+  thread_local std::vector<uint8_t> pad;
+  code.resize(static_cast<size_t>(k));
+  pad.assign(static_cast<size_t>(rb + 8), 0);
+  for (int64_t t = 0; t < n; ++t) {
+    row_codes_f32(codes + t * rb, rb, bit_off, widths, k, pad.data(), code.data());
+    f(t, static_cast<const float*>(code.data()));
+  }
+}
+
 #if defined(__AVX2__) && defined(__FMA__)
 // The codes of components 8g .. 8g + 7 of a row as eight int32 lanes (0 past the last
 // component): the 16 bytes of the group's window, in both 128-bit halves, then a byte shuffle
@@ -656,19 +670,14 @@ void PcaCodec::row_dots(const uint8_t* codes, int64_t n, float c0, const float* 
   }
 #endif
   // The same arithmetic one lane at a time: lane l sums components l, l + 8, ... in order.
-  thread_local std::vector<float> code;
-  thread_local std::vector<uint8_t> pad;
-  code.resize(static_cast<size_t>(k));
-  pad.assign(static_cast<size_t>(rb + 8), 0);
-  for (int64_t t = 0; t < n; ++t) {
-    row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
-    float acc[8] = {};
-    for (int64_t j = 0; j < k; ++j)
-      acc[j % 8] = madd(code[static_cast<size_t>(j)], wj[j], acc[j % 8]);
-    float s[4];
-    for (int l = 0; l < 4; ++l) s[l] = acc[l] + acc[l + 4];
-    out[t] = c0 + ((s[0] + s[1]) + (s[2] + s[3]));
-  }
+  each_row_codes(codes, n, rb, bit_off_.data(), widths_.data(), k,
+                 [&](int64_t t, const float* code) {
+                   float acc[8] = {};
+                   for (int64_t j = 0; j < k; ++j) acc[j % 8] = madd(code[j], wj[j], acc[j % 8]);
+                   float s[4];
+                   for (int l = 0; l < 4; ++l) s[l] = acc[l] + acc[l + 4];
+                   out[t] = c0 + ((s[0] + s[1]) + (s[2] + s[3]));
+                 });
 }
 
 void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
@@ -733,14 +742,10 @@ void PcaCodec::code_sums(const uint8_t* codes, int64_t n, const float* w, float*
     return;
   }
 #endif
-  thread_local std::vector<float> code;
-  thread_local std::vector<uint8_t> pad;
-  code.resize(static_cast<size_t>(k));
-  pad.assign(static_cast<size_t>(rb + 8), 0);
-  for (int64_t t = 0; t < n; ++t) {
-    row_codes_f32(codes + t * rb, rb, bit_off_.data(), widths_.data(), k, pad.data(), code.data());
-    for (int64_t j = 0; j < k; ++j) lat[j] = madd(w[t], code[static_cast<size_t>(j)], lat[j]);
-  }
+  each_row_codes(codes, n, rb, bit_off_.data(), widths_.data(), k,
+                 [&](int64_t t, const float* code) {
+                   for (int64_t j = 0; j < k; ++j) lat[j] = madd(w[t], code[j], lat[j]);
+                 });
 }
 
 void PcaCodec::finish_latent(const uint8_t* params, const float* sums, float wsum,
@@ -876,11 +881,12 @@ void PcaCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_
     const Rows rows{codes, n, rb, reach, pad.data()};
 #if defined(VQ_PCA_WIDE)
     const bool wide = pair_rows_;  // two rows per 512-bit register, the same bits
+    const int64_t batch = wide ? kMaxWide : kMaxMany;
 #else
-    const bool wide = false;
+    constexpr bool wide = false;
+    const int64_t batch = kMaxMany;
 #endif
     const int64_t lanes = wide ? 16 : 8;
-    const int64_t batch = wide ? kMaxWide : kMaxMany;
     for (int64_t j0 = 0; j0 < nq; j0 += batch) {
       const int64_t m = std::min(batch, nq - j0);
       w8.assign(static_cast<size_t>(m * G * lanes), 0.0f);
@@ -888,10 +894,13 @@ void PcaCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_
       for (int64_t j = 0; j < m; ++j) {
         c0[static_cast<size_t>(j)] =
             chunk_query(qs + (j0 + j) * D, j0 + j, mins.data(), scales.data(), wj.data());
-        if (wide)
+#if defined(VQ_PCA_WIDE)
+        if (wide) {
           fill_w16(wj.data(), k, w8.data() + j * G * 16);
-        else
-          std::copy_n(wj.begin(), k, w8.begin() + j * G * 8);
+          continue;
+        }
+#endif
+        std::copy_n(wj.begin(), k, w8.begin() + j * G * 8);
       }
 #if defined(VQ_PCA_WIDE)
       if (wide) {

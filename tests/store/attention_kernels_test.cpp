@@ -38,6 +38,19 @@ std::vector<float> randn(int64_t n, uint64_t seed, double scale = 1.0) {
   return x;
 }
 
+// n rows of D with a few strong directions and an offset, as real keys and values have: noise
+// (seed) plus two random multiples (seed_z) of fixed cosine / sine profiles.
+std::vector<float> correlated_rows(int64_t n, int64_t D, uint64_t seed, uint64_t seed_z) {
+  auto x = randn(n * D, seed, 0.3);
+  const auto z = randn(n * 3, seed_z);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t d = 0; d < D; ++d)
+      x[static_cast<size_t>(t * D + d)] +=
+          2.0f * z[static_cast<size_t>(3 * t)] * std::cos(0.3f * d) +
+          z[static_cast<size_t>(3 * t + 1)] * std::sin(0.7f * d) + 0.5f;
+  return x;
+}
+
 // Dequantize-then-attend in double: out[i] = rows_i . q, and acc += sum_i w_i rows_i.
 void exact_dot(const std::vector<float>& rows, int64_t n, int64_t D, const float* q,
                std::vector<double>& out, std::vector<double>& mag) {
@@ -407,14 +420,7 @@ TEST(AttentionKernels, PcaLatentSpaceMatchesDequantizeThenAttend) {
       auto c = vq::find_method(cfg.method())
                    .make_row_codec(cfg, vq::store::StreamInfo{D, 0, 0, 1, kv, 7});
       ASSERT_GT(c->chunk_rows(), 0);
-      // correlated rows (a few strong directions), as real keys and values are
-      auto x = randn(n * D, 71 + kv, 0.3);
-      const auto z = randn(n * 3, 73);
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t d = 0; d < D; ++d)
-          x[static_cast<size_t>(t * D + d)] +=
-              2.0f * z[static_cast<size_t>(3 * t)] * std::cos(0.3f * d) +
-              z[static_cast<size_t>(3 * t + 1)] * std::sin(0.7f * d) + 0.5f;
+      const auto x = correlated_rows(n, D, 71 + kv, 73);
       c->fit(x.data(), n);
       const int64_t m = std::min<int64_t>(n, c->chunk_rows());
       std::vector<uint8_t> params(static_cast<size_t>(c->chunk_param_bytes(m)) + 1),
@@ -485,13 +491,7 @@ TEST(AttentionKernels, PcaLatentKernelsEqualTheirScalarOrder) {
     for (int kv = 0; kv < 2; ++kv) {
       auto rc = vq::find_method(cfg.method())
                     .make_row_codec(cfg, vq::store::StreamInfo{D, 0, 0, 1, kv, 7});
-      auto x = randn(n * D, 91 + kv, 0.3);
-      const auto z = randn(n * 3, 93);
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t d = 0; d < D; ++d)
-          x[static_cast<size_t>(t * D + d)] +=
-              2.0f * z[static_cast<size_t>(3 * t)] * std::cos(0.3f * d) +
-              z[static_cast<size_t>(3 * t + 1)] * std::sin(0.7f * d) + 0.5f;
+      const auto x = correlated_rows(n, D, 91 + kv, 93);
       rc->fit(x.data(), n);
       const auto* c = dynamic_cast<const vq::codecs::PcaCodec*>(rc.get());
       ASSERT_NE(c, nullptr);
