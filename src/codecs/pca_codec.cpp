@@ -134,6 +134,9 @@ void PcaCodec::build_groups() {
       group_mask_[static_cast<size_t>(8 * g + l)] = (1 << widths_[j]) - 1;
     }
   }
+#if !defined(VQ_PCA_WIDE)
+  return;  // the 16-lane tables serve the 512-bit kernels only
+#endif
   // 16-lane tables. A lane takes bytes (b, b + 1) of its 64-byte window and repeats b + 1 in
   // the rest of its dword (the mask clears those bits). b <= 63 always; b + 1 is taken mod 64
   // (as the permutation does): it is 64 only for a code that ends in byte 63 and so never
@@ -750,13 +753,17 @@ void PcaCodec::code_sums(const uint8_t* codes, int64_t n, const float* w, float*
 
 void PcaCodec::finish_latent(const uint8_t* params, const float* sums, float wsum,
                              float* out) const {
-  const int64_t k = kept();
   thread_local std::vector<float> mins, scales;
-  mins.resize(static_cast<size_t>(k));
-  scales.resize(static_cast<size_t>(k));
+  mins.resize(static_cast<size_t>(kept()));
+  scales.resize(static_cast<size_t>(kept()));
   chunk_ranges(params, mins.data(), scales.data());
-  for (int64_t j = 0; j < k; ++j)
-    out[j] += madd(scales[static_cast<size_t>(j)], sums[j], mins[static_cast<size_t>(j)] * wsum);
+  finish_latent(mins.data(), scales.data(), sums, wsum, out);
+}
+
+void PcaCodec::finish_latent(const float* mins, const float* scales, const float* sums, float wsum,
+                             float* out) const {
+  const int64_t k = kept();
+  for (int64_t j = 0; j < k; ++j) out[j] += madd(scales[j], sums[j], mins[j] * wsum);
   out[k] += wsum;
 }
 
@@ -959,11 +966,8 @@ void PcaCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int
         const float* wr = wj + j * w_stride;
         float wsum = 0.0f;
         for (int64_t t = 0; t < n; ++t) wsum += wr[t];
-        float* o = lat + (j0 + j) * lat_stride;
-        const float* l8 = lat8.data() + j * per;
-        for (int64_t c = 0; c < k; ++c)
-          o[c] += madd(scales[static_cast<size_t>(c)], l8[c], mins[static_cast<size_t>(c)] * wsum);
-        o[k] += wsum;
+        finish_latent(mins.data(), scales.data(), lat8.data() + j * per, wsum,
+                      lat + (j0 + j) * lat_stride);
       }
     }
     return;

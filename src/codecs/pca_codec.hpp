@@ -128,8 +128,11 @@ class PcaCodec final : public store::RowCodec {
                 bool scalar) const;
   /// lat[j] += sum_t w_t code_tj, rows in order (scalar: in plain code).
   void code_sums(const uint8_t* codes, int64_t n, const float* w, float* lat, bool scalar) const;
-  /// out[j] += scale_j sums[j] + min_j wsum (j < k), out[k] += wsum.
+  /// out[j] += scale_j sums[j] + min_j wsum (j < k), out[k] += wsum; the chunk's ranges read
+  /// from params, or given.
   void finish_latent(const uint8_t* params, const float* sums, float wsum, float* out) const;
+  void finish_latent(const float* mins, const float* scales, const float* sums, float wsum,
+                     float* out) const;
 
   std::unique_ptr<transform::RowCoder> fitter_;  // released after fit
   transform::PcaSettings reader_;
@@ -147,8 +150,9 @@ class PcaCodec final : public store::RowCodec {
   std::vector<uint8_t> group_shuf_;   // [G * 32] byte shuffle control (per 128-bit half)
   std::vector<int32_t> group_shift_;  // [G * 8]
   std::vector<int32_t> group_mask_;   // [G * 8]
-  // The same unpack in 16 lanes (the 512-bit kernels; built always, used where the target has
-  // AVX-512 VBMI): a 64-byte load from the window, a byte permutation, a shift and a mask.
+  // The same unpack in 16 lanes (the 512-bit kernels; built only where the target has AVX-512
+  // VBMI; not yet counted in state_bytes): a 64-byte load from the window, a byte permutation, a
+  // shift and a mask.
   //   scores, two rows per register: lanes 0-7 group g of row t, lanes 8-15 group g of row
   //   t + 1 (bytes rb further), possible when rb + 9 <= 64 (pair_rows_);
   //   value sums, two groups per register: lanes 0-7 group 2p, lanes 8-15 group 2p + 1 of one
