@@ -116,10 +116,18 @@ void PcaCodec::take_model(const std::vector<uint8_t>& header) {
 
 void PcaCodec::build_groups() {
   const int64_t k = kept(), G = (k + 7) / 8;
+#if defined(VQ_PCA_WIDE)
+  // The 512-bit value sums (two or more groups) read groups 2p and 2p + 1's shifts and masks as
+  // one 16-lane row of these tables: an even number of groups (the padding group's masks are 0).
+  pair_groups_ = G >= 2;
+  const int64_t G_shift = pair_groups_ ? 2 * ((G + 1) / 2) : G;
+#else
+  const int64_t G_shift = G;
+#endif
   group_win_.assign(static_cast<size_t>(G), 0);
   group_shuf_.assign(static_cast<size_t>(G * 32), 0x80);  // 0x80: the lane byte is zero
-  group_shift_.assign(static_cast<size_t>(G * 8), 0);
-  group_mask_.assign(static_cast<size_t>(G * 8), 0);
+  group_shift_.assign(static_cast<size_t>(G_shift * 8), 0);
+  group_mask_.assign(static_cast<size_t>(G_shift * 8), 0);
   for (int64_t g = 0; g < G; ++g) {
     const uint32_t win = bit_off_[static_cast<size_t>(8 * g)] >> 3;
     group_win_[static_cast<size_t>(g)] = static_cast<int32_t>(win);
@@ -135,12 +143,12 @@ void PcaCodec::build_groups() {
     }
   }
 #if !defined(VQ_PCA_WIDE)
-  return;  // the 16-lane tables serve the 512-bit kernels only
+  return;  // the 16-lane permutations serve the 512-bit kernels only
 #endif
-  // 16-lane tables. A lane takes bytes (b, b + 1) of its 64-byte window and repeats b + 1 in
-  // the rest of its dword (the mask clears those bits). b <= 63 always; b + 1 is taken mod 64
-  // (as the permutation does): it is 64 only for a code that ends in byte 63 and so never
-  // reads its second byte.
+  // 16-lane permutations. A lane takes bytes (b, b + 1) of its 64-byte window and repeats
+  // b + 1 in the rest of its dword (the mask clears those bits). b <= 63 always; b + 1 is taken
+  // mod 64 (as the permutation does): it is 64 only for a code that ends in byte 63 and so
+  // never reads its second byte. Shifts and masks are group_shift_ / group_mask_'s own.
   const auto set_lane = [](uint8_t* idx, int lane, int b) {
     idx[4 * lane] = static_cast<uint8_t>(b);
     for (int i = 1; i < 4; ++i) idx[4 * lane + i] = static_cast<uint8_t>((b + 1) & 63);
@@ -156,32 +164,27 @@ void PcaCodec::build_groups() {
   const int64_t rb = row_bytes_;
   pair_rows_ = rb + 9 <= 64;
   rpair_whole_ = 2 * rb <= 64;
-  rpair_win_.assign(static_cast<size_t>(G), 0);
-  rpair_idx_.assign(static_cast<size_t>(G * 64), 0);
-  rpair_shift_.assign(static_cast<size_t>(G * 16), 0);
-  rpair_mask_.assign(static_cast<size_t>(G * 16), 0);
+  rpair_win_.clear();
+  rpair_idx_.clear();
+  if (pair_rows_) {
+    rpair_win_.assign(static_cast<size_t>(G), 0);
+    rpair_idx_.assign(static_cast<size_t>(G * 64), 0);
+  }
   for (int64_t g = 0; g < G && pair_rows_; ++g) {
     const int32_t win = group_win_[static_cast<size_t>(g)];
     rpair_win_[static_cast<size_t>(g)] = rpair_whole_ ? 0 : win;
     for (int l = 0; l < 8; ++l)
-      for (int half = 0; half < 2; ++half) {
-        const int lane = 8 * half + l;
-        set_lane(rpair_idx_.data() + 64 * g, lane,
+      for (int half = 0; half < 2; ++half)
+        set_lane(rpair_idx_.data() + 64 * g, 8 * half + l,
                  lane_byte(g, l) + static_cast<int>(half * rb) + (rpair_whole_ ? win : 0));
-        rpair_shift_[static_cast<size_t>(16 * g + lane)] =
-            group_shift_[static_cast<size_t>(8 * g + l)];
-        rpair_mask_[static_cast<size_t>(16 * g + lane)] =
-            group_mask_[static_cast<size_t>(8 * g + l)];
-      }
   }
   // Value sums: two groups of a row per register, read from group 2p's window, or from the
-  // row's start when the whole row fits 64 bytes (rb < 64).
-  const int64_t P = (G + 1) / 2;
+  // row's start when the whole row fits 64 bytes (rb < 64). One group alone keeps the
+  // eight-lane kernel (a pair would be half padding).
+  const int64_t P = pair_groups_ ? (G + 1) / 2 : 0;
   gpair_whole_ = rb < 64;
   gpair_win_.assign(static_cast<size_t>(P), 0);
   gpair_idx_.assign(static_cast<size_t>(P * 64), 0);
-  gpair_shift_.assign(static_cast<size_t>(P * 16), 0);
-  gpair_mask_.assign(static_cast<size_t>(P * 16), 0);
   for (int64_t p = 0; p < P; ++p) {
     const int32_t win = gpair_whole_ ? 0 : group_win_[static_cast<size_t>(2 * p)];
     gpair_win_[static_cast<size_t>(p)] = win;
@@ -189,25 +192,25 @@ void PcaCodec::build_groups() {
       const int64_t g = 2 * p + half;
       // group g's window starts at most 8 bytes after group 2p's (or within the row)
       const int shift = group_win_[static_cast<size_t>(g)] - win;
-      for (int l = 0; l < 8; ++l) {
-        const int lane = 8 * half + l;
-        set_lane(gpair_idx_.data() + 64 * p, lane, lane_byte(g, l) + shift);
-        gpair_shift_[static_cast<size_t>(16 * p + lane)] =
-            group_shift_[static_cast<size_t>(8 * g + l)];
-        gpair_mask_[static_cast<size_t>(16 * p + lane)] =
-            group_mask_[static_cast<size_t>(8 * g + l)];
-      }
+      for (int l = 0; l < 8; ++l)
+        set_lane(gpair_idx_.data() + 64 * p, 8 * half + l, lane_byte(g, l) + shift);
     }
   }
 }
 
-int64_t PcaCodec::state_bytes() const {
+int64_t PcaCodec::unpack_table_bytes() const {
   return static_cast<int64_t>(
-      4 * (own_mean_.capacity() + own_basis_.capacity()) + widths_.capacity() +
-      4 * bit_off_.capacity() +
       4 * (group_win_.capacity() + group_shift_.capacity() + group_mask_.capacity()) +
-      group_shuf_.capacity() + sizeof(const float*) * basis_rows_.capacity() +
-      sizeof(coding::AffineParams) * fixed_.capacity());
+      group_shuf_.capacity() + 4 * (rpair_win_.capacity() + gpair_win_.capacity()) +
+      rpair_idx_.capacity() + gpair_idx_.capacity());
+}
+
+int64_t PcaCodec::state_bytes() const {
+  return unpack_table_bytes() +
+         static_cast<int64_t>(4 * (own_mean_.capacity() + own_basis_.capacity()) +
+                              widths_.capacity() + 4 * bit_off_.capacity() +
+                              sizeof(const float*) * basis_rows_.capacity() +
+                              sizeof(coding::AffineParams) * fixed_.capacity());
 }
 
 void PcaCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) {
@@ -377,14 +380,16 @@ void axpy_groups(const Rows& rows, const float* w, const GroupTables& tab, int64
 #endif
 
 #if defined(VQ_PCA_WIDE)
-// 16-lane unpack tables (PcaCodec's rpair_* or gpair_*): entry e's window start, its 64-byte
-// permutation, 16 shifts and 16 masks.
+// 16-lane unpack tables (PcaCodec's rpair_* or gpair_*): entry e's window start and its 64-byte
+// permutation; the shifts and masks are the eight-lane tables' (PcaCodec's group_*): the
+// value sums' pair p reads 16 of them from 16 p (groups 2p, 2p + 1), the scores' group g reads
+// group g's eight into both halves.
 struct WideTables {
   const int32_t* win;
   const uint8_t* idx;
-  const int32_t* shift;
-  const int32_t* mask;
-  bool whole;  // every window is 0: one load serves every entry
+  const int32_t* shift;  // group_shift_
+  const int32_t* mask;   // group_mask_
+  bool whole;            // every window is 0: one load serves every entry
 };
 
 // sum8 of the 8 lane sums of rows 0 .. 7 (a = rows 0, 1 in its 256-bit halves; b rows 2, 3;
@@ -449,8 +454,10 @@ inline void dot_pairs_step(const uint8_t* r, int64_t rb, const uint8_t* end, con
     for (int p = 0; p < NR; ++p) pair[p] = load(r + 2 * p * rb);
   for (int64_t g = 0; g < G; ++g) {
     const __m512i idx = _mm512_loadu_si512(tab.idx + 64 * g);
-    const __m512i shift = _mm512_loadu_si512(tab.shift + 16 * g);
-    const __m512i mask = _mm512_loadu_si512(tab.mask + 16 * g);
+    const __m512i shift = _mm512_maskz_broadcast_i32x8(
+        0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.shift + 8 * g)));
+    const __m512i mask = _mm512_maskz_broadcast_i32x8(
+        0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.mask + 8 * g)));
     for (int p = 0; p < NR; ++p) {
       const __m512i bytes = whole ? pair[p] : load(r + tab.win[g] + 2 * p * rb);
       const __m512 c = _mm512_cvtepi32_ps(
@@ -623,8 +630,8 @@ void PcaCodec::row_dots(const uint8_t* codes, int64_t n, float c0, const float* 
     thread_local std::vector<float> w16;
     w16.assign(static_cast<size_t>(G * 16), 0.0f);
     fill_w16(wj, k, w16.data());
-    const WideTables tab{rpair_win_.data(), rpair_idx_.data(), rpair_shift_.data(),
-                         rpair_mask_.data(), rpair_whole_};
+    const WideTables tab{rpair_win_.data(), rpair_idx_.data(), group_shift_.data(),
+                         group_mask_.data(), rpair_whole_};
     dot_pairs_many<1>(codes, n, rb, tab, G, w16.data(), &c0, out, 0);
     return;
   }
@@ -712,12 +719,12 @@ void PcaCodec::code_sums(const uint8_t* codes, int64_t n, const float* w, float*
   if (k == 0) return;
   const int64_t G = static_cast<int64_t>(group_win_.size());
 #if defined(VQ_PCA_WIDE)
-  if (!scalar) {  // two groups per 512-bit register
+  if (!scalar && pair_groups_) {  // two groups per 512-bit register
     const int64_t P = (G + 1) / 2;
     thread_local std::vector<float> lat16;
     lat16.assign(static_cast<size_t>(P * 16), 0.0f);
-    const WideTables tab{gpair_win_.data(), gpair_idx_.data(), gpair_shift_.data(),
-                         gpair_mask_.data(), gpair_whole_};
+    const WideTables tab{gpair_win_.data(), gpair_idx_.data(), group_shift_.data(),
+                         group_mask_.data(), gpair_whole_};
     axpy_pair_runs<1>(codes, n, rb, w, 0, tab, P, lat16.data());
     std::copy_n(lat16.begin(), k, lat);
     return;
@@ -911,8 +918,8 @@ void PcaCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_
       }
 #if defined(VQ_PCA_WIDE)
       if (wide) {
-        const WideTables wt{rpair_win_.data(), rpair_idx_.data(), rpair_shift_.data(),
-                            rpair_mask_.data(), rpair_whole_};
+        const WideTables wt{rpair_win_.data(), rpair_idx_.data(), group_shift_.data(),
+                            group_mask_.data(), rpair_whole_};
         kDotWide[m](codes, n, rb, wt, G, w8.data(), c0.data(), out + j0 * out_stride, out_stride);
         continue;
       }
@@ -933,34 +940,34 @@ void PcaCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int
   if (n > 0 && k > 0 && nw >= 2) {
     const int64_t G = static_cast<int64_t>(group_win_.size());
     thread_local std::vector<float> mins, scales, lat8;
-#if !defined(VQ_PCA_WIDE)
     thread_local std::vector<uint8_t> pad;
-#endif
     mins.resize(static_cast<size_t>(k));
     scales.resize(static_cast<size_t>(k));
     chunk_ranges(params, mins.data(), scales.data());
-#if !defined(VQ_PCA_WIDE)
     const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
-    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
     const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
                           group_mask_.data()};
-    const Rows rows{codes, n, rb, reach, pad.data()};
+#if defined(VQ_PCA_WIDE)
+    const bool wide = pair_groups_;
+    const WideTables wt{gpair_win_.data(), gpair_idx_.data(), group_shift_.data(),
+                        group_mask_.data(), gpair_whole_};
+#else
+    constexpr bool wide = false;
 #endif
+    if (!wide) pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
+    const Rows rows{codes, n, rb, reach, pad.data()};
     for (int64_t j0 = 0; j0 < nw; j0 += kMaxMany) {
       const int64_t m = std::min(kMaxMany, nw - j0);
       const float* wj = w + j0 * w_stride;
+      // wide: two groups per 512-bit register, pairs of groups, 16 sums each (component c at c)
+      const int64_t per = wide ? (G + 1) / 2 * 16 : G * 8;
+      lat8.assign(static_cast<size_t>(m * per), 0.0f);
 #if defined(VQ_PCA_WIDE)
-      // two groups per 512-bit register: pairs of groups, 16 sums each (component c at c)
-      const int64_t per = (G + 1) / 2 * 16;
-      lat8.assign(static_cast<size_t>(m * per), 0.0f);
-      const WideTables wt{gpair_win_.data(), gpair_idx_.data(), gpair_shift_.data(),
-                          gpair_mask_.data(), gpair_whole_};
-      kAxpyWide[m](codes, n, rb, wj, w_stride, wt, (G + 1) / 2, lat8.data());
-#else
-      const int64_t per = G * 8;
-      lat8.assign(static_cast<size_t>(m * per), 0.0f);
-      kAxpyMany[m](rows, wj, w_stride, tab, G, lat8.data());
+      if (wide)
+        kAxpyWide[m](codes, n, rb, wj, w_stride, wt, (G + 1) / 2, lat8.data());
+      else
 #endif
+        kAxpyMany[m](rows, wj, w_stride, tab, G, lat8.data());
       // As axpy_latent: the weights' sum in order, then each component's affine map.
       for (int64_t j = 0; j < m; ++j) {
         const float* wr = wj + j * w_stride;

@@ -103,7 +103,12 @@ class PcaCodec final : public store::RowCodec {
   }
 
   bool wants_pre_rope() const override { return g_.pre_rope; }
+  /// The model (own mean and basis, or pointers into a calibration), widths, fixed ranges and
+  /// the latent kernels' unpack tables: all that this stream holds besides its chunks.
   int64_t state_bytes() const override;
+  /// The unpack tables alone (part of state_bytes): O(kept components), about 0.2 KB per group
+  /// of eight kept components where the 512-bit kernels run, half that elsewhere.
+  int64_t unpack_table_bytes() const;
   int64_t external_bytes() const override { return external_bytes_; }
   int64_t external_entry() const override { return external_entry_; }
   int64_t stored_chunk_bytes(const uint8_t* params, const uint8_t* codes, int64_t n) const override;
@@ -145,27 +150,27 @@ class PcaCodec final : public store::RowCodec {
   std::vector<uint32_t> bit_off_;  // [k] first bit of code j in a row
   // The codes in groups of 8 components, for the shuffle unpack of the latent kernels: group g's
   // codes lie in the 16 bytes of a row from byte group_win_[g]; a byte shuffle puts code j's two
-  // bytes in 32-bit lane j, then a shift and a mask (padding lanes: mask 0).
+  // bytes in 32-bit lane j, then a shift and a mask (padding lanes: mask 0). Where the 512-bit
+  // kernels run, the shift and mask tables hold an even number of groups.
   std::vector<int32_t> group_win_;    // [G]
   std::vector<uint8_t> group_shuf_;   // [G * 32] byte shuffle control (per 128-bit half)
-  std::vector<int32_t> group_shift_;  // [G * 8]
-  std::vector<int32_t> group_mask_;   // [G * 8]
+  std::vector<int32_t> group_shift_;  // [G * 8], or [2 ceil(G / 2) * 8]
+  std::vector<int32_t> group_mask_;   // likewise
   // The same unpack in 16 lanes (the 512-bit kernels; built only where the target has AVX-512
-  // VBMI; not yet counted in state_bytes): a 64-byte load from the window, a byte permutation, a
-  // shift and a mask.
+  // VBMI): a 64-byte load from the window, a byte permutation, then group_shift_ / group_mask_.
   //   scores, two rows per register: lanes 0-7 group g of row t, lanes 8-15 group g of row
   //   t + 1 (bytes rb further), possible when rb + 9 <= 64 (pair_rows_);
   //   value sums, two groups per register: lanes 0-7 group 2p, lanes 8-15 group 2p + 1 of one
   //   row, both read from group 2p's window (gpair_win_).
   // *_whole_: the window is the row pair (scores, 2 rb <= 64) or the row (sums, rb < 64), read
   // once for every group; the group's offset is then in its permutation and its window is 0.
-  bool pair_rows_ = false, rpair_whole_ = false, gpair_whole_ = false;
-  std::vector<int32_t> rpair_win_;                  // [G]
-  std::vector<uint8_t> rpair_idx_;                  // [G * 64]
-  std::vector<int32_t> rpair_shift_, rpair_mask_;   // [G * 16]
+  // state_bytes counts these tables with the rest.
+  //   pair_groups_: G >= 2 (one group keeps the eight-lane value sums; no gpair tables).
+  bool pair_rows_ = false, pair_groups_ = false, rpair_whole_ = false, gpair_whole_ = false;
+  std::vector<int32_t> rpair_win_;                  // [G] (empty unless pair_rows_)
+  std::vector<uint8_t> rpair_idx_;                  // [G * 64] (likewise)
   std::vector<int32_t> gpair_win_;                  // [P], P = ceil(G / 2)
   std::vector<uint8_t> gpair_idx_;                  // [P * 64]
-  std::vector<int32_t> gpair_shift_, gpair_mask_;   // [P * 16]
   std::vector<float> own_mean_, own_basis_;         // local model: [D], [k, D]
   const float* mean_ = nullptr;                     // own_mean_ or the calibration's
   std::vector<const float*> basis_rows_;            // [k] rows of own_basis_ or the calibration's
