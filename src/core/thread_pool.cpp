@@ -64,7 +64,8 @@ void ThreadPool::start(int threads) {
   workers_.reserve(static_cast<size_t>(threads - 1));
   // No loop is in flight here: a worker starts from the current generation.
   const uint64_t g = generation_.load(std::memory_order_acquire);
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, g] { worker_loop(g); });
+  regions_ = std::make_unique<Region[]>(static_cast<size_t>(threads));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, g, i] { worker_loop(g, i); });
 }
 
 void ThreadPool::stop() {
@@ -88,28 +89,38 @@ void ThreadPool::resize(int threads) {
   start(threads);
 }
 
-void ThreadPool::run_pieces() {
+void ThreadPool::run_pieces(int slot) {
   RegionGuard guard;
-  while (!failed_.load(std::memory_order_relaxed)) {
-    const int64_t k = next_.fetch_add(1, std::memory_order_relaxed);
-    if (k >= pieces_) break;
-    const int64_t b = k * grain_;
-    try {
-      (*fn_)(b, std::min(n_, b + grain_));
-    } catch (...) {
-      // Pieces are claimed in increasing order, so every piece below k has been claimed and
-      // runs to its end: the lowest failing piece is always seen.
-      std::lock_guard<std::mutex> lk(error_mutex_);
-      if (error_piece_ < 0 || k < error_piece_) {
-        error_piece_ = k;
-        error_ = std::current_exception();
+  // This thread's own region first, from its front, then the others' in turn (helping the
+  // threads that are late or slow): a thread's pieces follow one another in memory for as
+  // long as its region lasts.
+  const int R = threads();
+  for (int i = 0; i < R; ++i) {
+    Region& reg = regions_[static_cast<size_t>((slot + i) % R)];
+    for (;;) {
+      const int64_t k = reg.next.fetch_add(1, std::memory_order_relaxed);
+      if (k >= reg.end) break;
+      // After a failure only the pieces below the lowest failing one so far still run: every
+      // one of them is run, whatever order the regions are claimed in, so the error that
+      // reaches the caller is the lowest failing piece's.
+      const int64_t low = error_low_.load(std::memory_order_acquire);
+      if (low >= 0 && k > low) continue;
+      const int64_t b = k * grain_;
+      try {
+        (*fn_)(b, std::min(n_, b + grain_));
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(error_mutex_);
+        if (error_piece_ < 0 || k < error_piece_) {
+          error_piece_ = k;
+          error_ = std::current_exception();
+          error_low_.store(k, std::memory_order_release);
+        }
       }
-      failed_.store(true, std::memory_order_relaxed);
     }
   }
 }
 
-void ThreadPool::worker_loop(uint64_t seen) {
+void ThreadPool::worker_loop(uint64_t seen, int slot) {
   for (;;) {
     for (int i = 0; i < kSpinRounds && generation_.load(std::memory_order_acquire) == seen; ++i)
       cpu_relax();
@@ -123,7 +134,7 @@ void ThreadPool::worker_loop(uint64_t seen) {
       if (!open_) continue;
       active_.fetch_add(1, std::memory_order_relaxed);
     }
-    run_pieces();
+    run_pieces(slot);
     std::lock_guard<std::mutex> lk(m_);
     if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_one();
   }
@@ -140,9 +151,13 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, Body fn) {
   fn_ = &fn;
   n_ = n;
   grain_ = grain;
-  pieces_ = pieces;
-  next_.store(0, std::memory_order_relaxed);
-  failed_.store(false, std::memory_order_relaxed);
+  // Region r: pieces [r P / R, (r + 1) P / R), thread slot r's to start on.
+  const int R = threads();
+  for (int r = 0; r < R; ++r) {
+    regions_[static_cast<size_t>(r)].next.store(pieces * r / R, std::memory_order_relaxed);
+    regions_[static_cast<size_t>(r)].end = pieces * (r + 1) / R;
+  }
+  error_low_.store(-1, std::memory_order_relaxed);
   error_ = nullptr;
   error_piece_ = -1;
   {
@@ -151,7 +166,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, Body fn) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_pieces();
+  run_pieces(0);
   // Every piece is claimed: close the loop to latecomers, then wait for the workers still in it.
   {
     std::lock_guard<std::mutex> lk(m_);

@@ -3,14 +3,20 @@
 // parallel_for(n, grain, fn) cuts [0, n) into the pieces [k * grain, min(n, (k + 1) * grain))
 // and calls fn(begin, end) once per piece. The pieces depend only on n and grain, never on the
 // number of threads or on timing, so as long as fn computes each output element from its piece
-// alone, the result is bit-identical for any thread count; threads only claim pieces in order.
+// alone, the result is bit-identical for any thread count; only which thread runs a piece
+// depends on timing.
 //
 //   - The calling thread works too: a pool of N threads has N - 1 workers.
+//   - The pieces are dealt in N contiguous regions, one per thread: each thread runs its own
+//     region's pieces front to back, then helps with the others'. A thread's work is then one
+//     run of consecutive pieces (one stream through memory for a weight product) rather than
+//     every N-th piece, while a late or slow thread's share is still taken over.
 //   - A parallel_for issued from inside a piece (nested), or while another thread is running a
 //     loop on the same pool, runs its pieces in order on the calling thread (same pieces).
 //   - An exception thrown by a piece is caught and rethrown on the caller once every claimed
-//     piece has finished; pieces not yet claimed are skipped. When several pieces throw, the
-//     one with the lowest index wins, so the error is the same whatever the thread count.
+//     piece has finished; after a failure, pieces above the lowest failing one are skipped
+//     and those below it still run. When several pieces throw, the one with the lowest index
+//     wins, so the error is the same whatever the thread count.
 #pragma once
 
 #include <atomic>
@@ -65,8 +71,9 @@ class ThreadPool {
  private:
   void start(int threads);
   void stop();
-  void worker_loop(uint64_t seen);
-  void run_pieces();
+  void worker_loop(uint64_t seen, int slot);
+  /// Claims and runs pieces until none is left; slot: 0 the caller, i worker i.
+  void run_pieces(int slot);
 
   std::mutex job_mutex_;  // one loop at a time
   std::mutex m_;
@@ -77,11 +84,17 @@ class ThreadPool {
 
   // The loop in flight (written before generation_ is bumped).
   const Body* fn_ = nullptr;  // the caller's, valid while the loop runs
-  int64_t n_ = 0, grain_ = 1, pieces_ = 0;
-  std::atomic<int64_t> next_{0};
-  bool open_ = false;           // under m_: workers may still join the loop in flight
-  std::atomic<int> active_{0};  // changed under m_: workers inside the loop in flight
-  std::atomic<bool> failed_{false};
+  int64_t n_ = 0, grain_ = 1;
+  // The pieces in threads() contiguous regions, one per thread slot: next is the region's next
+  // unclaimed piece, end one past its last.
+  struct alignas(64) Region {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Region[]> regions_;
+  bool open_ = false;                   // under m_: workers may still join the loop in flight
+  std::atomic<int> active_{0};          // changed under m_: workers inside the loop in flight
+  std::atomic<int64_t> error_low_{-1};  // lowest failing piece so far, -1: none
   std::mutex error_mutex_;
   std::exception_ptr error_;
   int64_t error_piece_ = -1;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -85,6 +86,33 @@ TEST(ThreadPool, UsesSeveralThreadsWhenThereArePieces) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   });
   EXPECT_EQ(ids.size(), 2u);
+}
+
+TEST(ThreadPool, EachThreadStartsOnItsOwnRegionOfConsecutivePieces) {
+  vq::ThreadPool pool(2);
+  std::mutex m;
+  std::vector<std::pair<std::thread::id, int64_t>> order;  // (thread, piece) as they start
+  const std::thread::id caller = std::this_thread::get_id();
+  // 16 pieces of a few ms: region 0 is pieces 0-7 (the caller's), region 1 pieces 8-15.
+  pool.parallel_for(16, 1, [&](int64_t b, int64_t) {
+    {
+      std::lock_guard<std::mutex> lk(m);
+      order.emplace_back(std::this_thread::get_id(), b);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+  });
+  ASSERT_EQ(order.size(), 16u);
+  std::map<std::thread::id, std::vector<int64_t>> by;
+  for (const auto& [id, b] : order) by[id].push_back(b);
+  ASSERT_EQ(by.size(), 2u) << "the worker never ran a piece";
+  for (const auto& [id, pieces] : by) {
+    // A thread's first piece is its region's first, and it goes through its region front to
+    // back (another thread may take some of its pieces when it is late, so gaps may appear).
+    const int64_t lo = id == caller ? 0 : 8;
+    EXPECT_EQ(pieces.front(), lo);
+    for (size_t i = 1; i < pieces.size() && pieces[i] >= lo && pieces[i] < lo + 8; ++i)
+      EXPECT_GT(pieces[i], pieces[i - 1]);
+  }
 }
 
 TEST(ThreadPool, ZeroIterationsCallsNothing) {
