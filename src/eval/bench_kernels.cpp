@@ -2,6 +2,7 @@
 #include "eval/bench_kernels.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 
@@ -19,8 +20,11 @@ const char* const kAllTypes[] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1",
                                  "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"};
 
 GgmlType type_named(const std::string& n) {
+  // Either case (q8_0 as bench engine spells it, or Q8_0 as ggml does).
+  std::string up = n;
+  for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (uint32_t id = 0; id < 64; ++id)
-    if (ggml_type_supported(id) && ggml_type_name(id) == n) return static_cast<GgmlType>(id);
+    if (ggml_type_supported(id) && ggml_type_name(id) == up) return static_cast<GgmlType>(id);
   VQ_THROW(InvalidArgument, "bench kernels: type '", n,
            "' is not supported (supported: ", ggml_supported_types_list(), ")");
 }
