@@ -42,22 +42,23 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
     if (o->json != "-") {
       std::printf(
           "threads %d, stream copy %.2f GB/s (2 x %.0f MiB; %.2f before the rows, %.2f after: the "
-          "larger is the bound), fma peak %.1f GFLOP/s (%s)\n",
+          "larger is the bound), stream read %.2f GB/s (%.2f before, %.2f after), fma peak %.1f "
+          "GFLOP/s (%s)\n",
           lim.threads, lim.bandwidth / gb, lim.copy_bytes / (1024.0 * 1024.0),
-          lim.bandwidth_start / gb, lim.bandwidth_end / gb, lim.fma_flops / gb,
-          lim.fma_kernel.c_str());
+          lim.bandwidth_start / gb, lim.bandwidth_end / gb, lim.read_bandwidth / gb,
+          lim.read_start / gb, lim.read_end / gb, lim.fma_flops / gb, lim.fma_kernel.c_str());
       for (const auto& m : res.models)
         std::printf("model %s: %.3g params, %.1f MiB of weights, built in %.1f s\n",
                     m.weights.c_str(), m.params, m.weight_bytes / (1024.0 * 1024.0),
                     m.build_seconds);
     }
     Table t({"weights", "row", "method", "context", "tok/s", "MB/token", "GFLOP/s", "bound ratio",
-             "vs full", "goal", "met"});
+             "read ratio", "vs full", "goal", "met"});
     nlohmann::json jrows = nlohmann::json::array();
     for (const auto& r : res.rows) {
       if (!r.error.empty()) {
         t.add({r.weights, r.kind, r.method, std::to_string(r.context), "-", "-", "-", "-", "-", "-",
-               r.error});
+               "-", r.error});
         jrows.push_back({{"weights", r.weights},
                          {"kind", r.kind},
                          {"method", r.method},
@@ -69,6 +70,7 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
       t.add({r.weights, r.kind, r.method, std::to_string(r.context), fmt("%.1f", r.tokens_per_s),
              decode ? fmt("%.1f", (r.weight_bytes + r.kv_bytes) / 1e6) : "-",
              decode ? "-" : fmt("%.1f", r.flops / r.seconds / gb), fmt("%.3f", r.bound_ratio),
+             decode ? fmt("%.3f", r.read_ratio) : "-",
              decode && r.vs_full > 0 ? fmt("%.2f", r.vs_full) : "-", r.goal,
              r.goal_met ? "yes" : "no"});
       nlohmann::json j{{"weights", r.weights},
@@ -86,6 +88,7 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
         j["kv_bytes_per_token"] = r.kv_bytes;
         j["bytes_per_token"] = r.weight_bytes + r.kv_bytes;
         j["bound"] = "stream_copy_bandwidth";
+        j["read_ratio"] = r.read_ratio;
         if (r.vs_full > 0) j["vs_full"] = r.vs_full;
       } else {
         j["flops"] = r.flops;
@@ -112,6 +115,9 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
                                            {"stream_copy_bytes_per_s", lim.bandwidth},
                                            {"stream_copy_start_bytes_per_s", lim.bandwidth_start},
                                            {"stream_copy_end_bytes_per_s", lim.bandwidth_end},
+                                           {"stream_read_bytes_per_s", lim.read_bandwidth},
+                                           {"stream_read_start_bytes_per_s", lim.read_start},
+                                           {"stream_read_end_bytes_per_s", lim.read_end},
                                            {"fma_peak_flops_per_s", lim.fma_flops},
                                            {"fma_kernel", lim.fma_kernel}}},
                                          {"models", jmodels},

@@ -5,6 +5,10 @@
 //              written per second, STREAM's convention), measured before the first row and again
 //              after the last; the larger is the bound (a shared machine's bandwidth drifts
 //              during a run, and the bound is what it showed it can do)
+//   read       a plain read of one large array on every thread (bytes read per second): what
+//              a decode step, which only reads, could reach at best; shown beside the bound as
+//              a second reference (on this project's machine the copy's read + written bytes
+//              per second exceed what reading alone reaches), never used for the goal
 //   fma peak   a register-resident loop of independent fused multiply-adds on every thread
 //              (AVX2 + FMA when compiled for it), 2 FLOP per lane per FMA
 // Rows: prefill tokens/s over `prefill_tokens` tokens (FLOP/s / fma peak), and per method and
@@ -39,8 +43,10 @@ struct EngineLimits {
   double bandwidth = 0;        ///< bytes/s (read + written): the larger of the two copies below
   double bandwidth_start = 0;  ///< the copy measured before the first row
   double bandwidth_end = 0;    ///< the copy measured again after the last row
-  double fma_flops = 0;        ///< FLOP/s
-  std::string fma_kernel;      ///< "avx512-fma", "avx2-fma" or "scalar"
+  double read_bandwidth = 0;   ///< bytes/s read: the larger of the read before and after the rows
+  double read_start = 0, read_end = 0;
+  double fma_flops = 0;    ///< FLOP/s
+  std::string fma_kernel;  ///< "avx512-fma", "avx2-fma" or "scalar"
 };
 
 struct EngineRow {
@@ -56,6 +62,7 @@ struct EngineRow {
   double flops = 0;         ///< prefill: FLOP of the timed prefill
   double bound_ratio = 0;   ///< decode: tok/s x bytes / bandwidth; prefill: FLOP/s / fma peak
   double vs_full = 0;       ///< decode: tok/s / full's tok/s at this context (0 = no full row)
+  double read_ratio = 0;    ///< decode: tok/s x bytes / read bandwidth (information only)
   /// The goal for the row and whether this run met it: prefill FLOP/s >= 0.5 of the fma
   /// peak; decode >= 0.7 of the bandwidth bound; and for a method other than full at the
   /// largest context also tok/s >= 0.9x full's.
@@ -83,6 +90,8 @@ EngineBenchResult run_engine_bench(const EngineBenchOptions& opt);
 
 /// The measurements on their own (also used by tests).
 double measure_copy_bandwidth(int64_t bytes_per_array, double min_seconds);
+/// Bytes read per second by every thread summing its share of one array (the best pass).
+double measure_read_bandwidth(int64_t bytes, double min_seconds);
 double measure_fma_peak(double min_seconds, std::string* kernel = nullptr);
 
 }  // namespace vq::bench

@@ -33,6 +33,11 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
   EXPECT_EQ(j["limits"]["stream_copy_bytes_per_s"].get<double>(),
             std::max(j["limits"]["stream_copy_start_bytes_per_s"].get<double>(),
                      j["limits"]["stream_copy_end_bytes_per_s"].get<double>()));
+  // The read reference likewise (the larger of before and after).
+  EXPECT_GT(j["limits"]["stream_read_bytes_per_s"].get<double>(), 0);
+  EXPECT_EQ(j["limits"]["stream_read_bytes_per_s"].get<double>(),
+            std::max(j["limits"]["stream_read_start_bytes_per_s"].get<double>(),
+                     j["limits"]["stream_read_end_bytes_per_s"].get<double>()));
   EXPECT_GT(j["limits"]["fma_peak_flops_per_s"].get<double>(), 0);
   ASSERT_EQ(j["models"].size(), 2u);
   EXPECT_GT(j["models"][0]["weight_bytes"].get<double>(),
@@ -60,6 +65,10 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
       EXPECT_NEAR(row["bound_ratio"].get<double>(),
                   row["tokens_per_s"].get<double>() * row["bytes_per_token"].get<double>() /
                       j["limits"]["stream_copy_bytes_per_s"].get<double>(),
+                  1e-9);
+      EXPECT_NEAR(row["read_ratio"].get<double>(),
+                  row["tokens_per_s"].get<double>() * row["bytes_per_token"].get<double>() /
+                      j["limits"]["stream_read_bytes_per_s"].get<double>(),
                   1e-9);
       EXPECT_TRUE(row.contains("vs_full")) << row.dump();
       if (row["weights"] == "q8_0" && row["context"] == 64) {
