@@ -201,10 +201,14 @@ void set_min_piece_macs(int64_t macs) {
   g_min_piece_macs.store(macs, std::memory_order_relaxed);
 }
 
-int64_t grain_for(int64_t item_macs) {
+int64_t grain_for(int64_t item_macs, int64_t min_macs) {
   const int64_t per = std::max<int64_t>(1, item_macs);
-  const int64_t want = min_piece_macs();
+  const int64_t want = std::max<int64_t>(1, min_macs);
   return std::max<int64_t>(1, want / per + (want % per != 0 ? 1 : 0));
+}
+
+int64_t grain_for(int64_t item_macs) {
+  return grain_for(item_macs, min_piece_macs());
 }
 
 int default_thread_count() {

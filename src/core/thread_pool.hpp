@@ -111,6 +111,8 @@ void set_min_piece_macs(int64_t macs);
 /// Pieces of `grain` items for a loop whose items cost about `item_macs` each: enough items per
 /// piece to reach min_piece_macs(), at least 1.
 int64_t grain_for(int64_t item_macs);
+/// The same with a piece's least work given (a loop that cuts finer or coarser than the pool).
+int64_t grain_for(int64_t item_macs, int64_t min_macs);
 
 /// The process-wide pool (sized by set_thread_count, see veloxquant/threads.hpp).
 ThreadPool& global_pool();

@@ -178,15 +178,21 @@ constexpr double kFlopPerIter = 64 * 2;
 
 }  // namespace
 
+namespace {
+// n bytes, 64-byte aligned, uninitialized (the bandwidth arrays: first touched on the pool).
+using AlignedBytes = std::unique_ptr<uint8_t, void (*)(uint8_t*)>;
+AlignedBytes aligned_bytes(size_t n) {
+  constexpr std::align_val_t kAl{64};
+  return AlignedBytes(static_cast<uint8_t*>(::operator new(n, kAl)),
+                      [](uint8_t* p) { ::operator delete(p, kAl); });
+}
+}  // namespace
+
 double measure_copy_bandwidth(int64_t bytes_per_array, double min_seconds) {
   VQ_CHECK(bytes_per_array >= (int64_t{1} << 20), InvalidArgument, "copy array of ",
            bytes_per_array, " bytes is below 1 MiB");
   const auto n = static_cast<size_t>(bytes_per_array);
-  constexpr std::align_val_t kAl{64};
-  std::unique_ptr<uint8_t, void (*)(uint8_t*)> a(static_cast<uint8_t*>(::operator new(n, kAl)),
-                                                 [](uint8_t* p) { ::operator delete(p, kAl); });
-  std::unique_ptr<uint8_t, void (*)(uint8_t*)> b(static_cast<uint8_t*>(::operator new(n, kAl)),
-                                                 [](uint8_t* p) { ::operator delete(p, kAl); });
+  const AlignedBytes a = aligned_bytes(n), b = aligned_bytes(n);
   constexpr int64_t kChunk = int64_t{1} << 21;
   const int64_t chunks = (bytes_per_array + kChunk - 1) / kChunk;
   // dst[i] = src[i] (or memset to `fill` when src is null), chunks spread over the pool.
@@ -221,10 +227,8 @@ double measure_read_bandwidth(int64_t bytes, double min_seconds) {
   VQ_CHECK(bytes >= (int64_t{1} << 20), InvalidArgument, "read array of ", bytes,
            " bytes is below 1 MiB");
   const int64_t words = bytes / 8;
-  constexpr std::align_val_t kAl{64};
-  std::unique_ptr<uint64_t, void (*)(uint64_t*)> a(
-      static_cast<uint64_t*>(::operator new(static_cast<size_t>(words) * 8, kAl)),
-      [](uint64_t* p) { ::operator delete(p, kAl); });
+  const AlignedBytes buf = aligned_bytes(static_cast<size_t>(words) * 8);
+  uint64_t* const a = reinterpret_cast<uint64_t*>(buf.get());
   // Pieces of 2 MiB, each thread on its own region of them (core/thread_pool.hpp); each piece
   // sums its words in eight independent lanes (the compiler's vector adds), kept in `sink` so
   // that the reads cannot be dropped.
@@ -233,14 +237,14 @@ double measure_read_bandwidth(int64_t bytes, double min_seconds) {
   std::vector<uint64_t> sink(static_cast<size_t>(chunks));
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {  // first touch, untimed
     for (int64_t i = c0 * kChunkWords; i < std::min(words, c1 * kChunkWords); ++i)
-      a.get()[i] = static_cast<uint64_t>(i);
+      a[i] = static_cast<uint64_t>(i);
   });
   double best = 1e300, total = 0;
   for (int rep = 0; rep < 3 || total < min_seconds; ++rep) {
     const auto t0 = Clock::now();
     parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
-        const uint64_t* p = a.get() + c * kChunkWords;
+        const uint64_t* p = a + c * kChunkWords;
         const int64_t n = std::min(words - c * kChunkWords, kChunkWords);
         uint64_t lane[8] = {};
         int64_t i = 0;

@@ -63,15 +63,13 @@ constexpr int64_t kFusedMatvecPieceMacs = int64_t{1} << 17;
 constexpr int64_t kMatmulUnitF32 = 48;
 constexpr int64_t kMatmulUnitTiled = kMatmulTile;  // 64
 // fn(r0, r1) over consecutive row ranges covering [0, rows), run on the thread pool.
-// min_macs: a piece's least work (0: the pool's min_piece_macs()).
+// min_macs: a piece's least work.
 template <typename Fn>
 void for_row_pieces(int64_t rows, int64_t unit, int64_t macs_per_row, Fn&& fn,
-                    int64_t min_macs = 0) {
+                    int64_t min_macs = min_piece_macs()) {
   if (rows == 0) return;
   const int64_t units = std::max<int64_t>(1, rows / unit);
-  const int64_t item = std::max<int64_t>(1, unit * macs_per_row);
-  const int64_t grain =
-      min_macs > 0 ? std::max<int64_t>(1, (min_macs + item - 1) / item) : grain_for(item);
+  const int64_t grain = grain_for(unit * macs_per_row, min_macs);
   parallel_for(units, grain,
                [&](int64_t b, int64_t e) { fn(b * unit, e == units ? rows : e * unit); });
 }
