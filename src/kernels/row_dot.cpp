@@ -2,6 +2,7 @@
 #include "kernels/row_dot.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -47,6 +48,27 @@ inline __m256i ld256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+// Each kernel asks for the weight bytes kPrefetchAhead past the ones it is reading: one request
+// per step of the row loop, or one per 64-byte line where a step reads several (a K-quant
+// super-block); the 32-value block types step over 36-68 bytes, so a line is now and then left to
+// the hardware prefetcher (a second request per Q8_0 step measured no different). The hardware
+// prefetchers alone kept up with 2048-value BF16 rows (4 KB) but not with longer ones: a
+// standalone BF16 row loop, one thread, 2048 x 8192 gave 12-19 GB/s against 33 GB/s for 8192 x
+// 2048 (same bytes, sequential either way); with the request 4 KB ahead 27 GB/s, 8 KB 30-32 GB/s,
+// 16 KB 26 GB/s, and 16384 x 8192 (256 MB) 16.4 -> 21-24 GB/s. In the library, two threads,
+// `bench kernels --rows 16384 --cols 8192 --batch 1`, old and new binaries interleaved: BF16
+// 7.9-8.5 -> 5.0-5.8 ms, Q8_0 4.9-5.1 -> 2.5 ms, Q4_K 2.9-3.1 -> 1.9-2.3 ms; 65536 x 2048 the same
+// or faster. A matrix the L3 cache holds between repeats (8192 x 2048 Q8_0, 17 MB) runs up to 15%
+// slower for the extra instructions; in decode no matrix is cache-resident (the model is read
+// whole per token), and `bench engine` decode gained (session 16). The address is formed as an
+// integer: past the matrix's end it names memory the product never reads, and a prefetch never
+// faults.
+constexpr uintptr_t kPrefetchAhead = 8192;
+inline void prefetch_ahead(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + kPrefetchAhead),
+               _MM_HINT_T0);
+}
+
 // Every kernel is written for R rows at once (K::run<R>: the rows would share each load of the
 // input), each row with its own accumulators and exactly the operations of run<1>, so a row's
 // result does not depend on its group. Measured on 16384 x 8192 matrices (one thread, this
@@ -73,6 +95,7 @@ struct F16Rows {
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = w + r * rb + 2 * i;
+        prefetch_ahead(p);
         a[r][0] = _mm256_fmadd_ps(half8(p), x0, a[r][0]);
         a[r][1] = _mm256_fmadd_ps(half8(p + 16), x1, a[r][1]);
         a[r][2] = _mm256_fmadd_ps(half8(p + 32), x2, a[r][2]);
@@ -116,6 +139,7 @@ struct Bf16Rows {
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = w + r * rb + 32 * c;
+        prefetch_ahead(p);
         const __m256i v0 = ld256(p), v1 = ld256(p + 32);
         a[r][0] = _mm256_fmadd_ps(even(v0), x0, a[r][0]);
         a[r][1] = _mm256_fmadd_ps(odd(v0), x1, a[r][1]);
@@ -250,6 +274,7 @@ struct Block32Rows {
                     x3 = ld16(q + 32 * b + 48);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
+        prefetch_ahead(w + r * rb + kBytes * b);
         block(w + r * rb, b, x0, x1, a[r][0], mins[r][0]);
         block(w + r * rb, b + 1, x2, x3, a[r][1], mins[r][1]);
       }
@@ -296,6 +321,7 @@ struct Block32Rows512 {
     };
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
+      prefetch_ahead(w + B::kBytes * b);
       block(b, a[0], mins[0]);
       block(b + 1, a[1], mins[1]);
     }
@@ -377,6 +403,7 @@ struct KQuantRows256 {
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const uint8_t* b = w + r * rb + kBlock * sb;
+        for (int64_t line = 0; line < kBlock; line += 64) prefetch_ahead(b + line);
         k_super_block_scales(b, x8, qsf, f[r], mins[r]);
         if constexpr (Five) qh[r] = ld256(b + 16);
       }
@@ -447,6 +474,7 @@ struct KQuantRows512 {
     alignas(32) float f[8];
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
       const uint8_t* b = w + kBlock * sb;
+      for (int64_t line = 0; line < kBlock; line += 64) prefetch_ahead(b + line);
       const __m256 x8 = ld(xs + 8 * sb);
       const __m256i qh = Five ? ld256(b + 16) : _mm256_setzero_si256();
       const __m256 qsf =
@@ -511,6 +539,8 @@ struct Q6KRows {
         for (int r = 0; r < R; ++r) {
           const uint8_t* b = w + r * rb + 210 * sb;
           const uint8_t* ql = b + 64 * hf;
+          if (hf == 0)
+            for (int64_t line = 0; line < 210; line += 64) prefetch_ahead(b + line);
           const __m256i la = ld256(ql), lb = ld256(ql + 32), hb = ld256(b + 128 + 32 * hf);
           v[r][0] = _mm256_or_si256(_mm256_and_si256(la, m4),
                                     _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
