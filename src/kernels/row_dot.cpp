@@ -1,6 +1,7 @@
 // Fused row dot products (see row_dot.hpp). Block layouts: src/formats/ggml_types.cpp.
 #include "kernels/row_dot.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -588,6 +589,11 @@ void rows_by(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r
     float& o = y[r - r0];
     o = accumulate ? o + value : value;
   };
+  // the rows' first kPrefetchAhead bytes: the requests inside the loop only run that far ahead
+  const uint8_t* start = w.data + static_cast<uint64_t>(r0) * rb;
+  const uint64_t head = std::min<uint64_t>(kPrefetchAhead, static_cast<uint64_t>(r1 - r0) * rb);
+  for (uint64_t off = 0; off < head; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(start + off), _MM_HINT_T0);
   int64_t r = r0;
   for (; r + K::kRows <= r1; r += K::kRows) {
     K::template run<K::kRows>(w.data + static_cast<uint64_t>(r) * rb, rb, in, v);
