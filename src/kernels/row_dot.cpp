@@ -490,18 +490,23 @@ struct KQuantRows512 {
       k_super_block_scales(b, x8, qsf, f, mins);
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        const __m256i raw = ld256(b + kNibbles + 32 * c);
-        __m256i lo8 = _mm256_and_si256(raw, m4),
-                hi8 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        if (Five) {  // bit 2c (low nibbles) and 2c + 1 (high) of each qh byte, moved to bit 4
+        __m512i lo, hi;
+        if constexpr (!Five) {  // one widening of the 32 bytes, then each 16-bit lane's nibbles
+          const __m512i raw16 = _mm512_cvtepu8_epi16(ld256(b + kNibbles + 32 * c));
+          lo = _mm512_and_si512(raw16, _mm512_set1_epi16(0x0F));
+          hi = _mm512_srli_epi16(raw16, 4);
+        } else {  // bit 2c (low nibbles) and 2c + 1 (high) of each qh byte, moved to bit 4
+          const __m256i raw = ld256(b + kNibbles + 32 * c);
+          __m256i lo8 = _mm256_and_si256(raw, m4),
+                  hi8 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
           const __m256i one = _mm256_set1_epi8(1);
           lo8 = _mm256_or_si256(
               lo8, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
           hi8 = _mm256_or_si256(
               hi8, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+          lo = _mm512_cvtepu8_epi16(lo8);
+          hi = _mm512_cvtepu8_epi16(hi8);
         }
-        const __m512i lo = _mm512_cvtepu8_epi16(lo8);
-        const __m512i hi = _mm512_cvtepu8_epi16(hi8);
         const int16_t* qc = q + 32 * (8 * sb + 2 * c);
         const __m512i xl = _mm512_loadu_si512(qc), xh = _mm512_loadu_si512(qc + 32);
 #if defined(__AVX512VNNI__)
