@@ -618,7 +618,7 @@ void rows_by(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r
       put(r, v[0]);
     }
   };
-  if (w.row_bytes() * static_cast<uint64_t>(w.rows) >= kPrefetchMinBytes)
+  if (rb * static_cast<uint64_t>(w.rows) >= kPrefetchMinBytes)
     rows.template operator()<true>();
   else
     rows.template operator()<false>();

@@ -206,6 +206,39 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
   EXPECT_EQ(fused, static_cast<int>(cases.size()));  // every type here, AVX2 or AVX-512
 }
 
+// Matrices of 512 KiB and more take the fused kernels that request their weight bytes ahead
+// (row_dot.cpp); smaller ones take the same kernels without the requests. The requests must not
+// change a bit: each type's first rows, as a matrix of their own (small), give exactly what they
+// give inside a matrix past the threshold.
+TEST(Kernels, PrefetchingRowDotsGiveTheBitsOfTheSmallMatrixOnes) {
+  const GgmlType types[] = {GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                            GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                            GgmlType::Q5_K, GgmlType::Q6_K};
+  const int64_t cols = 2048, few = 7;
+  for (const GgmlType t : types) {
+    if (!vq::kernels::detail::has_row_dot(t))
+      GTEST_SKIP() << "no fused row dots in this build (needs AVX2, FMA and F16C)";
+    const WeightMatrix probe{t, nullptr, 1, cols};
+    const int64_t rows = (768 * 1024) / static_cast<int64_t>(probe.row_bytes()) + 1;
+    const vqtest::Bytes data = vqtest::random_stored(t, rows * cols, 90);
+    const WeightMatrix big{t, data.data(), rows, cols}, small{t, data.data(), few, cols};
+    ASSERT_GE(big.row_bytes() * static_cast<uint64_t>(rows), uint64_t{512} * 1024);
+    ASSERT_LT(small.row_bytes() * static_cast<uint64_t>(few), uint64_t{512} * 1024);
+    const std::vector<float> x = randn(cols, 91);
+    std::vector<float> y_big(static_cast<size_t>(rows)), y_small(static_cast<size_t>(few));
+    vq::kernels::matvec(big, x.data(), y_big.data());
+    vq::kernels::matvec(small, x.data(), y_small.data());
+    EXPECT_EQ(std::memcmp(y_big.data(), y_small.data(), few * sizeof(float)), 0)
+        << vq::ggml_type_name(static_cast<uint32_t>(t));
+    std::vector<double> want, mag;  // and the large product is still the product
+    std::vector<float> W(static_cast<size_t>(rows * cols));
+    vq::ggml_dequantize(t, data.data(), W.data(), rows * cols);
+    expected(W, x, rows, cols, 1, want, mag);
+    const std::vector<double> rounding = input_rounding(t, W, x.data(), rows, cols);
+    expect_close(y_big.data(), want, mag, "fused matvec past the prefetch threshold", t, &rounding);
+  }
+}
+
 // The extreme-code tests' check: with an input of whole numbers whose block maximum is 32767 (so
 // its rounding to levels is exact) the fused product and matvec_ref may differ from
 // dequantize-then-multiply by fp32 summation only, and every row computed alone (dot_rows over
