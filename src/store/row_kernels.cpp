@@ -83,8 +83,27 @@ inline float hsum(__m256 a) {
   return _mm_cvtss_f32(s);
 }
 
+#if defined(__AVX512F__)
+// Values d..d+15 of a stored row, widened to fp32 (unaligned loads).
+template <FloatRows T>
+inline __m512 load16(const uint8_t* row, int64_t d) {
+  if constexpr (T == FloatRows::F32) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row + 4 * d));
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d));
+    if constexpr (T == FloatRows::F16)
+      return _mm512_cvtph_ps(h);
+    else
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+#endif
+
 // Four lane-wise partial sums over the 8-value groups (group j into accumulator j % 4), added
-// pairwise and across lanes, then the D % 8 tail in order: fixed by D.
+// pairwise and across lanes, then the D % 8 tail in order: fixed by D. With AVX-512 the 32-value
+// steps run on two 512-bit registers holding accumulators (0, 1) and (2, 3) side by side: each
+// lane takes the same multiply-adds in the same order, so the bits are those of the 256-bit
+// loop (which builds without AVX-512 use), with half the instructions.
 template <FloatRows T>
 void dot_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* q,
               float* out) {
@@ -94,12 +113,26 @@ void dot_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const f
     __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
     int64_t d = 0;
+#if defined(__AVX512F__)
+    if (D8 >= 32) {
+      __m512 a01 = _mm512_setzero_ps(), a23 = _mm512_setzero_ps();
+      for (; d + 32 <= D8; d += 32) {
+        a01 = _mm512_fmadd_ps(load16<T>(r, d), _mm512_loadu_ps(q + d), a01);
+        a23 = _mm512_fmadd_ps(load16<T>(r, d + 16), _mm512_loadu_ps(q + d + 16), a23);
+      }
+      a[0] = _mm512_castps512_ps256(a01);
+      a[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a01), 1));
+      a[2] = _mm512_castps512_ps256(a23);
+      a[3] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a23), 1));
+    }
+#else
     for (; d + 32 <= D8; d += 32) {
       a[0] = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a[0]);
       a[1] = _mm256_fmadd_ps(load8<T>(r, d + 8), _mm256_loadu_ps(q + d + 8), a[1]);
       a[2] = _mm256_fmadd_ps(load8<T>(r, d + 16), _mm256_loadu_ps(q + d + 16), a[2]);
       a[3] = _mm256_fmadd_ps(load8<T>(r, d + 24), _mm256_loadu_ps(q + d + 24), a[3]);
     }
+#endif
     for (int j = 0; d < D8; d += 8, ++j)
       a[j] = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a[j]);
     float s = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
