@@ -99,45 +99,101 @@ inline __m512 load16(const uint8_t* row, int64_t d) {
 }
 #endif
 
-// Four lane-wise partial sums over the 8-value groups (group j into accumulator j % 4), added
-// pairwise and across lanes, then the D % 8 tail in order: fixed by D. With AVX-512 the 32-value
-// steps run on two 512-bit registers holding accumulators (0, 1) and (2, 3) side by side: each
-// lane takes the same multiply-adds in the same order, so the bits are those of the 256-bit
-// loop (which builds without AVX-512 use), with half the instructions.
+// The dot product of one row with q, before the reduction across lanes: four lane-wise partial
+// sums over the 8-value groups (group j into accumulator j % 4), added pairwise. With AVX-512
+// the 32-value steps run on two 512-bit registers holding accumulators (0, 1) and (2, 3) side by
+// side: each lane takes the same multiply-adds in the same order, so the bits are those of the
+// 256-bit loop (which builds without AVX-512 use), with half the instructions.
+template <FloatRows T>
+inline __m256 dot_lanes(const uint8_t* r, const float* q, int64_t D8) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+         a3 = _mm256_setzero_ps();
+  int64_t d = 0;
+#if defined(__AVX512F__)
+  if (D8 >= 32) {
+    __m512 a01 = _mm512_setzero_ps(), a23 = _mm512_setzero_ps();
+    for (; d + 32 <= D8; d += 32) {
+      a01 = _mm512_fmadd_ps(load16<T>(r, d), _mm512_loadu_ps(q + d), a01);
+      a23 = _mm512_fmadd_ps(load16<T>(r, d + 16), _mm512_loadu_ps(q + d + 16), a23);
+    }
+    a0 = _mm512_castps512_ps256(a01);
+    a1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a01), 1));
+    a2 = _mm512_castps512_ps256(a23);
+    a3 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a23), 1));
+  }
+#else
+  for (; d + 32 <= D8; d += 32) {
+    a0 = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a0);
+    a1 = _mm256_fmadd_ps(load8<T>(r, d + 8), _mm256_loadu_ps(q + d + 8), a1);
+    a2 = _mm256_fmadd_ps(load8<T>(r, d + 16), _mm256_loadu_ps(q + d + 16), a2);
+    a3 = _mm256_fmadd_ps(load8<T>(r, d + 24), _mm256_loadu_ps(q + d + 24), a3);
+  }
+#endif
+  // at most three groups are left, for accumulators 0, 1, 2 in turn
+  if (d < D8) {
+    a0 = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a0);
+    d += 8;
+  }
+  if (d < D8) {
+    a1 = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a1);
+    d += 8;
+  }
+  if (d < D8) a2 = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a2);
+  return _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+}
+
+// The D % 8 values past D8, added to s in order.
+template <FloatRows T>
+inline float dot_tail(float s, const uint8_t* r, const float* q, int64_t D8, int64_t D) {
+  for (int64_t d = D8; d < D; ++d) s += load1<T>(r, d) * q[d];
+  return s;
+}
+
+// hsum of eight rows' lanes at once: element k of the result is hsum(v[k]) to the bit, the same
+// pairs added in the same grouping ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)), with the
+// shuffles of one reduction shared by eight rows instead of a chain per row.
+inline __m256 hsum8(const __m256 (&v)[8]) {
+  __m256 x[4];  // x[p]: rows 2p (low half) and 2p + 1 (high half), lanes k = v_k + v_{k+4}
+  for (int p = 0; p < 4; ++p)
+    x[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+  // y[h]: per 128-bit half, (s0 + s2, s1 + s3) of two rows
+  __m256 y[2];
+  for (int h = 0; h < 2; ++h) {
+    const __m256 lo = _mm256_shuffle_ps(x[2 * h], x[2 * h + 1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m256 hi = _mm256_shuffle_ps(x[2 * h], x[2 * h + 1], _MM_SHUFFLE(3, 2, 3, 2));
+    y[h] = _mm256_add_ps(lo, hi);
+  }
+  const __m256 even = _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 odd = _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1));
+  // rows 0 2 4 6 | 1 3 5 7 -> 0 .. 7
+  return _mm256_permutevar8x32_ps(_mm256_add_ps(even, odd),
+                                  _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Per row: dot_lanes, hsum, then the D % 8 tail in order: fixed by D. Rows eight at a time
+// share one reduction (hsum8); the bits are those of one row at a time.
 template <FloatRows T>
 void dot_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* q,
               float* out) {
   const int64_t D8 = D & ~int64_t{7};
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v[8];
+    for (int k = 0; k < 8; ++k) v[k] = dot_lanes<T>(rows + (i + k) * stride, q, D8);
+    const __m256 s = hsum8(v);
+    if (D8 == D) {
+      _mm256_storeu_ps(out + i, s);
+    } else {
+      alignas(32) float part[8];
+      _mm256_store_ps(part, s);
+      for (int k = 0; k < 8; ++k)
+        out[i + k] = dot_tail<T>(part[k], rows + (i + k) * stride, q, D8, D);
+    }
+  }
+  for (; i < n; ++i) {
     const uint8_t* r = rows + i * stride;
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-    int64_t d = 0;
-#if defined(__AVX512F__)
-    if (D8 >= 32) {
-      __m512 a01 = _mm512_setzero_ps(), a23 = _mm512_setzero_ps();
-      for (; d + 32 <= D8; d += 32) {
-        a01 = _mm512_fmadd_ps(load16<T>(r, d), _mm512_loadu_ps(q + d), a01);
-        a23 = _mm512_fmadd_ps(load16<T>(r, d + 16), _mm512_loadu_ps(q + d + 16), a23);
-      }
-      a[0] = _mm512_castps512_ps256(a01);
-      a[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a01), 1));
-      a[2] = _mm512_castps512_ps256(a23);
-      a[3] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a23), 1));
-    }
-#else
-    for (; d + 32 <= D8; d += 32) {
-      a[0] = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a[0]);
-      a[1] = _mm256_fmadd_ps(load8<T>(r, d + 8), _mm256_loadu_ps(q + d + 8), a[1]);
-      a[2] = _mm256_fmadd_ps(load8<T>(r, d + 16), _mm256_loadu_ps(q + d + 16), a[2]);
-      a[3] = _mm256_fmadd_ps(load8<T>(r, d + 24), _mm256_loadu_ps(q + d + 24), a[3]);
-    }
-#endif
-    for (int j = 0; d < D8; d += 8, ++j)
-      a[j] = _mm256_fmadd_ps(load8<T>(r, d), _mm256_loadu_ps(q + d), a[j]);
-    float s = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
-    for (; d < D; ++d) s += load1<T>(r, d) * q[d];
-    out[i] = s;
+    out[i] = dot_tail<T>(hsum(dot_lanes<T>(r, q, D8)), r, q, D8, D);
   }
 }
 
