@@ -32,7 +32,9 @@ namespace vq::eviction {
 /// needs when it drops exactly one direction. False (the caller runs a full eigensolve) on
 /// anything non-finite or not positive definite after the shift. abs_tol > 0 stops the
 /// eigenvalue bisection at abs_tol * ||T|| instead of full relative precision (fewer steps when
-/// the smallest eigenvalue is far below the largest).
+/// the smallest eigenvalue is far below the largest). Bisection starts from [0, min diagonal] of
+/// the tridiagonal form, the bracket of a positive semidefinite T (the callers' Gram matrices),
+/// when a Sturm count confirms it, and from Gershgorin's interval otherwise: any symmetric T works.
 bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b, double& out,
                              double abs_tol = 0.0);
 

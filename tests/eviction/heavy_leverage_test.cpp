@@ -265,17 +265,26 @@ TEST(HeavyLeverage, DegenerateBlocksGiveFiniteScores) {
 
 // energy_outside_smallest (the seed's Rayleigh-Ritz step, shared with solver=fast) against a full
 // eigensolve: dense, diagonal (no reflector to make), tridiagonal and nearly singular matrices,
-// sizes from 2 to past head_dim 128 + 1.
+// a Gram matrix of one row fewer than its size (smallest eigenvalue 0, the bisection bracket's
+// lower end) and an indefinite one (below 0: the bracket's check fails and Gershgorin's interval
+// is used), sizes from 2 to past head_dim 128 + 1.
 TEST(HeavyLeverage, EnergyOutsideTheSmallestDirectionMatchesAFullEigensolve) {
   vq::Rng rng(7);
   int checked = 0;
   for (const int64_t m : {2, 3, 5, 17, 33, 129}) {
-    for (int kind = 0; kind < 4; ++kind) {
+    for (int kind = 0; kind < 6; ++kind) {
       Eigen::MatrixXd T(m, m);
-      if (kind == 0 || kind == 3) {  // Gram matrix (kind 3: its smallest eigenvalue ~1e-9)
-        Eigen::MatrixXd X(m + 3, m);
+      if (kind == 0 || kind == 3 || kind >= 4) {
+        // Gram matrix (kind 3: its smallest eigenvalue ~1e-9; kind 4: of m - 1 rows, singular;
+        // kind 5: shifted down to midway between its two smallest eigenvalues, indefinite)
+        Eigen::MatrixXd X(kind == 4 ? m - 1 : m + 3, m);
         for (int64_t i = 0; i < X.size(); ++i) X.data()[i] = rng.normal();
         T = X.transpose() * X;
+        if (kind == 5) {
+          Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T);
+          const double mid = 0.5 * (es.eigenvalues()(0) + es.eigenvalues()(1));
+          T -= mid * Eigen::MatrixXd::Identity(m, m);
+        }
         if (kind == 3) {
           Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T);
           Eigen::VectorXd ev = es.eigenvalues();
