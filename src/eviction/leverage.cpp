@@ -600,16 +600,13 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
       }
     }
   };
-  // narrow [lo, hi] around the smallest eigenvalue to full relative precision, or (abs_tol > 0)
-  // to abs_tol * ||T||, a quarter per round: three inverse iterations from a shift that close
-  // converge unless the two smallest eigenvalues are within ~abs_tol * 1e3 of each other, where
-  // dropping either is as good
   // The callers' T is positive semidefinite (a Gram matrix plus b b^T), so its smallest
   // eigenvalue lies in [0, min_i d_i] (a diagonal entry of the tridiagonal matrix is a Rayleigh
   // quotient): far narrower than Gershgorin's interval when that eigenvalue is small against
   // the norm, and bisection stops at an absolute width. Rounding can put the eigenvalue a little
   // below 0, so the bracket is widened by a few ulps of the norm and both ends are checked with a
-  // Sturm count; when either check fails, Gershgorin's interval stands.
+  // Sturm count (below3 counts three shifts at once; the third repeats the upper end); when
+  // either check fails, Gershgorin's interval stands.
   {
     double dmin = d[0];
     for (Eigen::Index i = 1; i < m; ++i) dmin = std::min(dmin, d[i]);
@@ -625,6 +622,10 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
       }
     }
   }
+  // narrow [lo, hi] around the smallest eigenvalue to full relative precision, or (abs_tol > 0)
+  // to abs_tol * ||T||, a quarter per round: three inverse iterations from a shift that close
+  // converge unless the two smallest eigenvalues are within ~abs_tol * 1e3 of each other, where
+  // dropping either is as good
   const double width = abs_tol > 0 ? abs_tol * nrm : 0.0;
   for (int it = 0;
        it < 100 &&
