@@ -572,12 +572,13 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
     d[i] = A[i * m + i];
     if (i + 1 < m) e[i] = A[(i + 1) * m + i];
   }
-  double lo = d[0], hi = d[0], nrm = 0;
-  for (Eigen::Index i = 0; i < m; ++i) {  // Gershgorin interval
+  double lo = d[0], hi = d[0], nrm = 0, dmin = d[0];
+  for (Eigen::Index i = 0; i < m; ++i) {  // Gershgorin interval, and the smallest diagonal entry
     const double rad = (i > 0 ? std::abs(e[i - 1]) : 0.0) + (i + 1 < m ? std::abs(e[i]) : 0.0);
     lo = std::min(lo, d[i] - rad);
     hi = std::max(hi, d[i] + rad);
     nrm = std::max(nrm, std::abs(d[i]) + rad);
+    dmin = std::min(dmin, d[i]);
   }
   if (!(nrm > 0) || !std::isfinite(nrm)) return false;
   const double eps = std::numeric_limits<double>::epsilon();
@@ -608,8 +609,6 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
   // Sturm count (below3 counts three shifts at once; the third repeats the upper end); when
   // either check fails, Gershgorin's interval stands.
   {
-    double dmin = d[0];
-    for (Eigen::Index i = 1; i < m; ++i) dmin = std::min(dmin, d[i]);
     const double slack = 64 * eps * nrm;
     const double s[3] = {std::max(lo, -slack), std::min(hi, dmin + slack),
                          std::min(hi, dmin + slack)};

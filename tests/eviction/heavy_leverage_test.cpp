@@ -274,7 +274,7 @@ TEST(HeavyLeverage, EnergyOutsideTheSmallestDirectionMatchesAFullEigensolve) {
   for (const int64_t m : {2, 3, 5, 17, 33, 129}) {
     for (int kind = 0; kind < 6; ++kind) {
       Eigen::MatrixXd T(m, m);
-      if (kind == 0 || kind == 3 || kind >= 4) {
+      if (kind == 0 || kind >= 3) {
         // Gram matrix (kind 3: its smallest eigenvalue ~1e-9; kind 4: of m - 1 rows, singular;
         // kind 5: shifted down to midway between its two smallest eigenvalues, indefinite)
         Eigen::MatrixXd X(kind == 4 ? m - 1 : m + 3, m);
