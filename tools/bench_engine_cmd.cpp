@@ -1,5 +1,7 @@
 // `veloxquant bench engine`: prefill / decode tokens/s of random Llama-shaped models in memory,
 // each row with its ratio to the bandwidth or FMA bound measured in the same run.
+#include <algorithm>
+
 #include "cli_util.hpp"
 #include "eval/bench_engine.hpp"
 
@@ -28,7 +30,10 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
       ->capture_default_str();
   cmd->add_option("--prefill-tokens", o->e.prefill_tokens, "tokens of the timed prefill")
       ->capture_default_str();
-  cmd->add_option("--decode-steps", o->e.decode_steps, "timed decode steps per row")
+  cmd->add_option("--decode-steps", o->e.decode_steps, "timed decode steps per method per round")
+      ->capture_default_str();
+  cmd->add_option("--rounds", o->e.rounds,
+                  "decode rounds per context, the methods' steps taking turns in each")
       ->capture_default_str();
   cmd->add_option("--seed", o->e.seed, "weights and tokens seed")->capture_default_str();
   add_threads_option(cmd);
@@ -52,13 +57,13 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
                     m.weights.c_str(), m.params, m.weight_bytes / (1024.0 * 1024.0),
                     m.build_seconds);
     }
-    Table t({"weights", "row", "method", "context", "tok/s", "MB/token", "GFLOP/s", "bound ratio",
-             "read ratio", "vs full", "goal", "met"});
+    Table t({"weights", "row", "method", "context", "tok/s", "rounds' tok/s", "MB/token", "GFLOP/s",
+             "bound ratio", "read ratio", "vs full", "goal", "met"});
     nlohmann::json jrows = nlohmann::json::array();
     for (const auto& r : res.rows) {
       if (!r.error.empty()) {
         t.add({r.weights, r.kind, r.method, std::to_string(r.context), "-", "-", "-", "-", "-", "-",
-               "-", r.error});
+               "-", "-", r.error});
         jrows.push_back({{"weights", r.weights},
                          {"kind", r.kind},
                          {"method", r.method},
@@ -67,8 +72,14 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
         continue;
       }
       const bool decode = r.kind == "decode";
+      std::string spread = "-";
+      if (!r.round_tokens_per_s.empty()) {
+        const auto [lo, hi] =
+            std::minmax_element(r.round_tokens_per_s.begin(), r.round_tokens_per_s.end());
+        spread = fmt("%.1f", *lo) + "-" + fmt("%.1f", *hi);
+      }
       t.add({r.weights, r.kind, r.method, std::to_string(r.context), fmt("%.1f", r.tokens_per_s),
-             decode ? fmt("%.1f", (r.weight_bytes + r.kv_bytes) / 1e6) : "-",
+             spread, decode ? fmt("%.1f", (r.weight_bytes + r.kv_bytes) / 1e6) : "-",
              decode ? "-" : fmt("%.1f", r.flops / r.seconds / gb), fmt("%.3f", r.bound_ratio),
              decode ? fmt("%.3f", r.read_ratio) : "-",
              decode && r.vs_full > 0 ? fmt("%.2f", r.vs_full) : "-", r.goal,
@@ -89,6 +100,7 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
         j["bytes_per_token"] = r.weight_bytes + r.kv_bytes;
         j["bound"] = "stream_copy_bandwidth";
         j["read_ratio"] = r.read_ratio;
+        j["round_tokens_per_s"] = r.round_tokens_per_s;
         if (r.vs_full > 0) j["vs_full"] = r.vs_full;
       } else {
         j["flops"] = r.flops;
@@ -108,6 +120,7 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
       write_json(o->json, nlohmann::json{{"benchmark", "engine"},
                                          {"shape", o->e.shape},
                                          {"decode_steps", o->e.decode_steps},
+                                         {"rounds", o->e.rounds},
                                          {"prefill_tokens", o->e.prefill_tokens},
                                          {"limits",
                                           {{"threads", lim.threads},

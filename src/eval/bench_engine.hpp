@@ -13,9 +13,11 @@
 //              (AVX2 + FMA when compiled for it), 2 FLOP per lane per FMA
 // Rows: prefill tokens/s over `prefill_tokens` tokens (FLOP/s / fma peak), and per method and
 // context C decode tokens/s after a prefill of C tokens (tokens/s x bytes read per token /
-// bandwidth, and tokens/s / full's at the same context). Bytes read per decode token are the
-// weight bytes a step reads (every layer matrix, the output matrix, the norms, one embedding
-// row, in their allocated sizes) plus the caches' resident K/V content bytes (CacheStats).
+// bandwidth, and tokens/s / full's at the same context), the methods' steps interleaved in
+// rounds so that a drift of the machine's speed reaches every method alike. Bytes read per decode
+// token are the weight bytes a step reads (every layer matrix, the output matrix, the norms, one
+// embedding row, in their allocated sizes) plus the caches' resident K/V content bytes
+// (CacheStats).
 #pragma once
 
 #include <cstdint>
@@ -32,7 +34,12 @@ struct EngineBenchOptions {
   std::vector<int64_t> contexts{512, 4096};
   std::vector<std::string> methods{"full", "h2o:budget=1024", "q8_0", "kvtc"};
   int64_t prefill_tokens = 512;
-  int64_t decode_steps = 16;
+  int64_t decode_steps = 16;  ///< timed steps per method per round
+  /// Decode rounds per context: every method's engine is prefilled first, then each round runs
+  /// decode_steps steps of every method in turn (forward order in even rounds, backward in odd
+  /// ones), so every row is sampled across the same stretch of the machine's time and `vs full`
+  /// compares like with like. decode_steps x rounds is at most 4096.
+  int64_t rounds = 4;
   uint64_t seed = 1;
   std::function<void(const std::string&)> progress;  ///< called before each step (may be empty)
 };
@@ -56,13 +63,14 @@ struct EngineRow {
   int64_t context = 0;  ///< prefill: tokens; decode: tokens in the context before the steps
   int64_t tokens = 0;   ///< tokens timed
   double seconds = 0;
-  double tokens_per_s = 0;
-  double weight_bytes = 0;  ///< decode: weight bytes read per token
-  double kv_bytes = 0;      ///< decode: K/V content bytes resident (mean over the steps)
-  double flops = 0;         ///< prefill: FLOP of the timed prefill
-  double bound_ratio = 0;   ///< decode: tok/s x bytes / bandwidth; prefill: FLOP/s / fma peak
-  double vs_full = 0;       ///< decode: tok/s / full's tok/s at this context (0 = no full row)
-  double read_ratio = 0;    ///< decode: tok/s x bytes / read bandwidth (information only)
+  double tokens_per_s = 0;                 ///< tokens / seconds over every round
+  std::vector<double> round_tokens_per_s;  ///< decode: each round's own tok/s, in round order
+  double weight_bytes = 0;                 ///< decode: weight bytes read per token
+  double kv_bytes = 0;     ///< decode: K/V content bytes resident (mean over the steps)
+  double flops = 0;        ///< prefill: FLOP of the timed prefill
+  double bound_ratio = 0;  ///< decode: tok/s x bytes / bandwidth; prefill: FLOP/s / fma peak
+  double vs_full = 0;      ///< decode: tok/s / full's tok/s at this context (0 = no full row)
+  double read_ratio = 0;   ///< decode: tok/s x bytes / read bandwidth (information only)
   /// The goal for the row and whether this run met it: prefill FLOP/s >= 0.5 of the fma
   /// peak; decode >= 0.7 of the bandwidth bound; and for a method other than full at the
   /// largest context also tok/s >= 0.9x full's.
@@ -85,7 +93,8 @@ struct EngineBenchResult {
 };
 
 /// Validates the options first (InvalidArgument naming the value: an unknown shape or weight type,
-/// a context or token count outside [1, 131072], decode_steps outside [1, 4096], no methods).
+/// a context or token count outside [1, 131072], decode_steps outside [1, 4096], rounds outside
+/// [1, 64] or decode_steps x rounds above 4096, no methods).
 EngineBenchResult run_engine_bench(const EngineBenchOptions& opt);
 
 /// The measurements on their own (also used by tests).

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "model_test_util.hpp"
 
@@ -20,13 +21,14 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
   vqtest::TempFile json("bench_engine.json");
   const CliRun r = run_cli(
       "bench engine --shape tiny --weights q8_0,q4_k --contexts 32,64 --prefill-tokens 32 "
-      "--decode-steps 4 --threads 2 --methods 'full;h2o:budget=16;q8_0' --json '" +
+      "--decode-steps 4 --rounds 3 --threads 2 --methods 'full;h2o:budget=16;q8_0' --json '" +
       json.path() + "'");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("stream copy"), std::string::npos) << r.out;
   std::ifstream f(json.path());
   const auto j = nlohmann::json::parse(f);
   EXPECT_EQ(j["benchmark"], "engine");
+  EXPECT_EQ(j["rounds"], 3);
   EXPECT_EQ(j["limits"]["threads"], 2);
   EXPECT_GT(j["limits"]["stream_copy_bytes_per_s"].get<double>(), 0);
   // The bound is the larger of the copies measured before and after the rows.
@@ -71,6 +73,18 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
                       j["limits"]["stream_read_bytes_per_s"].get<double>(),
                   1e-9);
       EXPECT_TRUE(row.contains("vs_full")) << row.dump();
+      // Three rounds of four steps; the row's rate is its tokens over its time in all of them.
+      EXPECT_EQ(row["tokens"], 12) << row.dump();
+      const auto rounds = row["round_tokens_per_s"].get<std::vector<double>>();
+      ASSERT_EQ(rounds.size(), 3u) << row.dump();
+      double seconds = 0;
+      for (double tps : rounds) {
+        EXPECT_GT(tps, 0);
+        seconds += 4 / tps;
+      }
+      EXPECT_NEAR(row["seconds"].get<double>(), seconds, 1e-9 * seconds) << row.dump();
+      EXPECT_NEAR(row["tokens_per_s"].get<double>(), 12 / row["seconds"].get<double>(), 1e-6)
+          << row.dump();
       if (row["weights"] == "q8_0" && row["context"] == 64) {
         if (row["method"] == "full") full_kv_64 = row["kv_bytes_per_token"].get<double>();
         if (row["method"] == "h2o:budget=16") h2o_kv_64 = row["kv_bytes_per_token"].get<double>();
@@ -93,6 +107,9 @@ TEST(CliBenchEngine, BadOptionsAreRefusedNamingTheValue) {
         {tiny + "--shape 7b", "7b"},
         {"--shape tiny --contexts 16 --decode-steps 0", "decode steps 0"},
         {"--shape tiny --decode-steps 2 --contexts 999999999", "context 999999999"},
+        {tiny + "--shape tiny --rounds 0", "rounds 0"},
+        {tiny + "--shape tiny --rounds 65", "rounds 65"},
+        {"--shape tiny --contexts 16 --decode-steps 100 --rounds 41", "100 x rounds 41 = 4100"},
         {tiny + "--shape tiny --threads 0", "--threads 0"}}) {
     const CliRun r = run_cli("bench engine " + args);
     EXPECT_NE(r.status, 0) << args << ": " << r.out;
