@@ -7,11 +7,14 @@
 // (Q4_1, Q5_0, Q5_1, Q4_K and Q5_K in 512-bit vectors where the build also has AVX-512 BW,
 // 256-bit ones otherwise); any other type or build uses the tiled path in matmul.cpp. The
 // block-quantized types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) multiply integers: the
-// input is first rounded, per 32-value block, to int16 levels of that block's largest magnitude
-// (prepare_row_dot_input, once per product), and each weight block's codes meet those levels in
-// exact int32 sums (a type's added min, Q4_1 / Q5_1 / Q4_K / Q5_K, meets the sum of the block's
-// levels). The input rounding, at most amax / 65534 per value, is the only error beyond fp32
-// summation (F16 / BF16 rows multiply the fp32 input as it is). Each row's arithmetic (lanes,
+// input is first rounded, per 32-value block, to integer levels of that block's largest
+// magnitude (prepare_row_dot_input, once per product), and each weight block's codes meet those
+// levels in exact int32 sums (a type's added min, Q4_1 / Q5_1 / Q4_K / Q5_K, meets the sum of the
+// block's levels). The levels are int16 (|q| <= 32767) for every type but Q4_K, whose unsigned
+// 4-bit codes meet int8 levels (|q| <= 127) in byte products (VNNI's dpbusd, or maddubs), as
+// llama.cpp's K-quant products do (it rounds per 256 values; here per 32). The input rounding, at
+// most half a level (amax / (2 * levels)) per value, is the only error beyond fp32 summation
+// (F16 / BF16 rows multiply the fp32 input as it is). Each row's arithmetic (lanes,
 // accumulators, summation order) is fixed by the row alone, so results do not depend on how rows
 // are split across threads.
 #pragma once
@@ -26,20 +29,25 @@ namespace vq::kernels::detail {
 /// Whether dot_rows has a fused kernel for type t in this build.
 bool has_row_dot(GgmlType t);
 
-/// Input levels per sign of the rounded input: x ~= scale * q with |q| <= kInputLevels.
-inline constexpr float kInputLevels = 32767.0f;
-
 /// Whether dot_rows rounds the input for type t (see above): error per value <= scale / 2.
 bool row_dot_rounds_input(GgmlType t);
+
+/// Input levels per sign for type t: x ~= scale * q with |q| <= the result (127 or 32767); 0
+/// where dot_rows multiplies the fp32 input (or has no kernel for t).
+int row_dot_input_levels(GgmlType t);
 
 /// The input of one product, prepared once and shared by every row (and thread).
 struct RowDotInput {
   GgmlType type = GgmlType::F32;
   const float* x = nullptr;  ///< the fp32 input (read by F16 / BF16 rows)
   int64_t cols = 0;
-  std::vector<int16_t> q;     ///< [cols] rounded levels (rounding types only)
+  std::vector<int16_t> q;  ///< [cols] rounded int16 levels (rounding types but Q4_K)
+  /// Q4_K: [cols] int8 levels, each 256-value super-block's eight 32-value blocks in the order
+  /// 0, 2, 1, 3, 4, 6, 5, 7 (the order a 64-byte load of its nibbles meets them: low nibbles
+  /// are blocks 0 and 2, high nibbles 1 and 3; the next 64 bytes 4-7 likewise).
+  std::vector<int8_t> q8;
   std::vector<float> scale;   ///< [cols / 32] x ~= scale * q; NaN for a block with inf / NaN
-  std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's q (the min terms)
+  std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's levels (the min terms)
   std::vector<float> split;   ///< BF16: per 16 values of x, the 8 even then the 8 odd ones
 };
 

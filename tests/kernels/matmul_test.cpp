@@ -63,8 +63,9 @@ void expect_close(const float* got, const std::vector<double>& want, const std::
 }
 
 // What the fused row dots' input rounding may add to row r of W x (row_dot.hpp): per 32-value
-// block b, half a level (amax_b / 32767 / 2) times sum |w| over the block; zero for types whose
-// rows multiply the fp32 input.
+// block b, half a level (amax_b / levels / 2, levels 127 for Q4_K and 32767 for the other
+// block-quantized types) times sum |w| over the block; zero for types whose rows multiply the
+// fp32 input.
 std::vector<double> input_rounding(GgmlType t, const std::vector<float>& W, const float* x,
                                    int64_t rows, int64_t cols) {
   std::vector<double> out(static_cast<size_t>(rows), 0.0);
@@ -72,7 +73,8 @@ std::vector<double> input_rounding(GgmlType t, const std::vector<float>& W, cons
   for (int64_t b = 0; b < cols / 32; ++b) {
     double amax = 0;
     for (int64_t c = 32 * b; c < 32 * b + 32; ++c) amax = std::max(amax, std::fabs(double(x[c])));
-    const double half_level = 0.5 * amax / vq::kernels::detail::kInputLevels * (1 + 1e-5);
+    const double half_level =
+        0.5 * amax / vq::kernels::detail::row_dot_input_levels(t) * (1 + 1e-5);
     for (int64_t r = 0; r < rows; ++r) {
       double wabs = 0;
       for (int64_t c = 32 * b; c < 32 * b + 32; ++c)
@@ -239,20 +241,23 @@ TEST(Kernels, PrefetchingRowDotsGiveTheBitsOfTheSmallMatrixOnes) {
   }
 }
 
-// The extreme-code tests' check: with an input of whole numbers whose block maximum is 32767 (so
-// its rounding to levels is exact) the fused product and matvec_ref may differ from
-// dequantize-then-multiply by fp32 summation only, and every row computed alone (dot_rows over
-// [r, r + 1)) has the bits it has in the whole product.
+// The extreme-code tests' check: with an input of whole numbers whose block maximum is the type's
+// level count (32767, or 127 for Q4_K; so its rounding to levels is exact) the fused product and
+// matvec_ref may differ from dequantize-then-multiply by fp32 summation only, and every row
+// computed alone (dot_rows over [r, r + 1)) has the bits it has in the whole product.
 void check_exact_input(GgmlType t, const vqtest::Bytes& data, int64_t rows, int64_t cols,
                        std::mt19937_64& rng) {
   const WeightMatrix w{t, data.data(), rows, cols};
   std::vector<float> W(static_cast<size_t>(rows * cols));
   vq::ggml_dequantize(t, data.data(), W.data(), rows * cols);
   std::vector<float> x(static_cast<size_t>(cols));
-  std::uniform_int_distribution<int> level(-32767, 32767);
+  const int levels = vq::kernels::detail::row_dot_input_levels(t);
+  ASSERT_GT(levels, 0);
+  std::uniform_int_distribution<int> level(-levels, levels);
+  const float top = static_cast<float>(levels);
   for (int64_t c = 0; c < cols; ++c)
     x[static_cast<size_t>(c)] =
-        c % 32 == c / 32 % 32 ? (c % 2 ? -32767.0f : 32767.0f) : static_cast<float>(level(rng));
+        c % 32 == c / 32 % 32 ? (c % 2 ? -top : top) : static_cast<float>(level(rng));
   std::vector<double> want, mag;
   expected(W, x, rows, cols, 1, want, mag);
   std::vector<float> y(static_cast<size_t>(rows)), ref(static_cast<size_t>(rows));
@@ -352,9 +357,10 @@ TEST(Kernels, UnalignedFp32AndBadShapesAreHandled) {
 // scale bytes all 0xFF (every scale and min 63), all 0, all 0x3F or random, nibble bytes 0x00,
 // 0xFF, 0x0F, 0xF0 or random, qh bytes all clear, all set, alternating or random (so every chunk's
 // low and high nibbles see both values of their bit), dmin of either sign or zero; 11 rows of 3
-// super-blocks. The input is whole numbers with a block maximum of 32767, so it is rounded
-// exactly and the fused product may differ from dequantize-then-multiply by fp32 summation only;
-// every row computed alone has the bits it has in the whole product.
+// super-blocks. The input is whole numbers with a block maximum of the type's level count (127
+// for Q4_K, 32767 for Q5_K), so it is rounded exactly and the fused product may differ from
+// dequantize-then-multiply by fp32 summation only; every row computed alone has the bits it has in
+// the whole product.
 TEST(Kernels, FusedKQuantRowDotsAreExactAtExtremeCodes) {
   const int64_t rows = 11, cols = 3 * 256;
   const uint8_t scale_bytes[] = {0xFF, 0x00, 0x3F};

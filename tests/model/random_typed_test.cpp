@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/row_dot.hpp"
 #include "model_test_util.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
@@ -70,13 +71,26 @@ TEST(RandomTypedModel, EngineRunsOnQuantizedWeights) {
   vq::Engine a(m, std::string("full")), b(m, std::string("full"));
   const std::vector<int32_t> toks{1, 5, 9, 17, 33, 2};
   const std::vector<float> all = a.prefill(toks, true);
+  // A step's products round their input to int8 levels per 32 values for Q4_K weights (at most
+  // amax / 254 per value; prefill multiplies fp32), so the two agree to a relative error of the
+  // logits, not to their last bits: 1.35e-2 measured on this random two-layer model (its weights'
+  // own 4-bit rounding is larger).
+  const double tol =
+      vq::kernels::detail::row_dot_input_levels(vq::GgmlType::Q4_K) == 127 ? 3e-2 : 1e-3;
+  double worst = 0;
   for (size_t i = 0; i < toks.size(); ++i) {
     const float* l = b.step(toks[i]);
+    double diff = 0, norm = 0;
     for (int64_t v = 0; v < m.config().vocab_size; ++v) {
       ASSERT_TRUE(std::isfinite(l[v]));
-      ASSERT_NEAR(l[v], all[i * 64 + static_cast<size_t>(v)], 1e-3) << i << " " << v;
+      const double p = all[i * 64 + static_cast<size_t>(v)];
+      diff += (l[v] - p) * (l[v] - p);
+      norm += p * p;
     }
+    worst = std::max(worst, std::sqrt(diff / norm));
   }
+  std::printf("step vs prefill logits: worst relative error %.2e\n", worst);
+  EXPECT_LE(worst, tol);
 }
 
 TEST(RandomTypedModel, RefusesTypesAndWidthsItCannotMake) {
