@@ -574,6 +574,34 @@ struct Q4KRows256 {
 };
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
+// k_super_block_scales in one 16-lane vector: lanes 0-7 d * sc_s * scale[i_s], lanes 8-15
+// dmin * mn_s * scale[i_s] (the same products, so the same bits). The 12 scale bytes are unpacked
+// with two byte shuffles instead of 32-bit integer work: bytes 0-3 keep their low 6 bits (sc
+// 0-3), bytes 4-7 theirs (mn 0-3); sc 4-7 are the low nibbles of bytes 8-11 with the top bits of
+// bytes 0-3 above them, mn 4-7 the high nibbles with the top bits of bytes 4-7. xx holds the
+// super-block's eight input scales twice.
+inline __m512 k_super_block_scales16(const uint8_t* b, __m512 xx) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+  // sc 0-3, then bytes 8-11 for sc 4-7 (low nibbles), mn 0-3, bytes 8-11 for mn 4-7 (high)
+  const __m128i p =
+      _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i low =
+      _mm_and_si128(_mm_blend_epi16(p, _mm_srli_epi16(p, 4), 0xC0),
+                    _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
+  // bits 6-7 of bytes 0-3 (sc 4-7) and 4-7 (mn 4-7) moved to bits 4-5
+  const __m128i top =
+      _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i high = _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30));
+  const __m512 sm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(low, high)));
+  uint32_t dd;
+  std::memcpy(&dd, b, 4);  // d, dmin
+  const __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));
+  const __m512 ddv =
+      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                            _mm512_castps128_ps512(d2));
+  return _mm512_mul_ps(_mm512_mul_ps(ddv, sm), xx);
+}
+
 // Bytes 64h .. 64h + 63 of a super-block's nibbles hold sub-blocks 4h and 4h + 2 in their low
 // nibbles (lanes 0-7 / 8-15 of the int32 sums) and 4h + 1, 4h + 3 in their high ones, which is
 // the order of the levels; each sum is scaled by a 16-lane vector holding the two sub-blocks'
@@ -602,15 +630,15 @@ struct Q4KRows512 {
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                    _mm512_setzero_ps()};
     __m256 mins = _mm256_setzero_ps();
-    alignas(32) float f[8];
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
       const uint8_t* b = w + 144 * sb;
       for (int64_t line = 0; line < 144; line += 64) prefetch_ahead<Pf>(b + line);
-      const __m256 x8 = ld(xs + 8 * sb);
+      const __m512 x8 = _mm512_castps256_ps512(ld(xs + 8 * sb));
       const __m256 qsf =
           _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
-      k_super_block_scales(b, x8, qsf, f, mins);
-      const __m512 f8 = _mm512_castps256_ps512(_mm256_load_ps(f));
+      const __m512 f8 = k_super_block_scales16(b, _mm512_shuffle_f32x4(x8, x8, 0x44));
+      mins = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f8), 1)), qsf,
+                             mins);
       const int8_t* qb = q + 256 * sb;
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
