@@ -661,67 +661,127 @@ struct Q4KRows512 {
 };
 #endif
 
-// Q6_K (210 B per 256 values): two halves of 128; in each, for l < 32, values l, l + 32, l + 64,
-// l + 96 take 4 low bits from ql[l], ql[l + 32] (low, low, high, high nibble) and 2 high bits
-// from qh[l] (bits 0-1, 2-3, 4-5, 6-7), minus 32, times d * the int8 scale of the value's
-// 16-value group. All 32 l at once with byte operations; each 16-value group's exact integer
-// sum is scaled by d * sc * scale[i] into one of four accumulators.
-struct Q6KRows {
+// Q6_K (210 B per 256 values: ql[128], qh[64], int8 scales[16], fp16 d) on int8 input levels
+// (RowDotInput::q8 in value order). Two halves of 128 values; in each, for l < 32, values l,
+// l + 32, l + 64, l + 96 take 4 low bits from ql[l], ql[l + 32] (low, low, high, high nibble)
+// and 2 high bits from qh[l] (bits 0-1, 2-3, 4-5, 6-7); weight = d * sc[value / 16] * (code -
+// 32). The codes are kept unsigned (0..63) so they meet the signed levels in byte products; the
+// 32 taken off every code is RowDotInput::offset4 (-32 times the sum of each 4 levels), the
+// starting value of the int32 lane that sums those 4 products, so every lane holds an exact
+// sum of (code - 32) * level. Each lane is then scaled by d * sc[g] * scale[i] of its 16-value
+// group g (32-value input block i) into a float accumulator.
+inline __m256 q6k_group_factors(const uint8_t* b, const float* xs8, int half) {
+  // groups 8 half .. 8 half + 7: d * sc[g] * scale[g / 2]
+  const __m256 sc = _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + 192 + 8 * half))));
+  const __m256 x = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(xs8 + 4 * half)),
+                                            _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+  return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(half_at(b + 208)), sc), x);
+}
+
+struct Q6KRows256 {
   static constexpr int kRows = 1;
   template <int R, bool Pf>
-  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30),
-                  k32 = _mm256_set1_epi8(32);
-    const int16_t* q = in.q.data();
+  static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
+    static_assert(R == 1, "one row at a time");
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int8_t* q = in.q8.data();
+    const int32_t* o4 = in.offset4.data();
     const float* xs = in.scale.data();
-    __m256 a[R][4];
-    for (auto& ar : a)
-      for (auto& v : ar) v = _mm256_setzero_ps();
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
+      const uint8_t* b = w + 210 * sb;
+      for (int64_t line = 0; line < 210; line += 64) prefetch_ahead<Pf>(b + line);
+#pragma GCC unroll 2
       for (int hf = 0; hf < 2; ++hf) {
-        __m256i v[R][4];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const uint8_t* b = w + r * rb + 210 * sb;
-          const uint8_t* ql = b + 64 * hf;
-          if (hf == 0)
-            for (int64_t line = 0; line < 210; line += 64) prefetch_ahead<Pf>(b + line);
-          const __m256i la = ld256(ql), lb = ld256(ql + 32), hb = ld256(b + 128 + 32 * hf);
-          v[r][0] = _mm256_or_si256(_mm256_and_si256(la, m4),
-                                    _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-          v[r][1] = _mm256_or_si256(_mm256_and_si256(lb, m4),
-                                    _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-          v[r][2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
-                                    _mm256_and_si256(hb, m30));
-          v[r][3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
-                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
-        }
-#pragma GCC unroll 8
-        for (int j = 0; j < 4; ++j) {
-          const int64_t i = 8 * sb + 4 * hf + j;  // values 32j .. 32j + 31 of the half
-          const __m256i x0 = ld16(q + 32 * i), x1 = ld16(q + 32 * i + 16);
-#pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) {
-            const uint8_t* b = w + r * rb + 210 * sb;
-            const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192 + 8 * hf);
-            const __m256i c = _mm256_sub_epi8(v[r][j], k32);
-            const __m256i s0 = madd8(_mm256_castsi256_si128(c), x0);
-            const __m256i s1 = madd8(_mm256_extracti128_si256(c, 1), x1);
-            const float dx = half_at(b + 208) * xs[i];
-            a[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j])),
-                                      _mm256_cvtepi32_ps(s0), a[r][j]);
-            a[r][j] = _mm256_fmadd_ps(_mm256_set1_ps(dx * static_cast<float>(sc[2 * j + 1])),
-                                      _mm256_cvtepi32_ps(s1), a[r][j]);
-          }
+        const __m256 f = q6k_group_factors(b, xs + 8 * sb, hf);
+        const uint8_t* ql = b + 64 * hf;
+        const __m256i la = ld256(ql), lb = ld256(ql + 32), hb = ld256(b + 128 + 32 * hf);
+        const __m256i v[4] = {_mm256_or_si256(_mm256_and_si256(la, m4),
+                                              _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+                              _mm256_or_si256(_mm256_and_si256(lb, m4),
+                                              _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
+                                              _mm256_and_si256(hb, m30)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lb, 4), m4),
+                                              _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {  // values 32j .. 32j + 31 of the half: groups 2j, 2j + 1
+          const int64_t at = 256 * sb + 128 * hf + 32 * j;
+          const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + at));
+          const __m256i s =
+              _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(v[j], x), ones),
+                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(o4 + at / 4)));
+          const __m256 fj =
+              _mm256_permutevar8x32_ps(f, _mm256_setr_epi32(2 * j, 2 * j, 2 * j, 2 * j, 2 * j + 1,
+                                                            2 * j + 1, 2 * j + 1, 2 * j + 1));
+          a[j] = _mm256_fmadd_ps(fj, _mm256_cvtepi32_ps(s), a[j]);
         }
       }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      out[r] =
-          hsum(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3])));
+    out[0] = hsum(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])));
   }
 };
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// 64 values per register: the half's 64 ql bytes in one load give values 0-63 (low nibbles) and
+// 64-127 (high nibbles) in order; qh and qh >> 2 side by side supply their top bits (bits 0-1
+// and 2-3 shifted up to 4-5 for the first, bits 4-5 and 6-7 as they sit for the second).
+struct Q6KRows512 {
+  static constexpr int kRows = 1;
+  static __m512i dot(__m512i start, __m512i codes, __m512i x) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpbusd_epi32(start, codes, x);
+#else
+    return _mm512_add_epi32(
+        start, _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), _mm512_set1_epi16(1)));
+#endif
+  }
+  template <int R, bool Pf>
+  static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
+    static_assert(R == 1, "one row at a time");
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    // lane i of quarter k (values 64k .. 64k + 63) sums values of group 4k + i / 4
+    const __m512i pick0 = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i pick1 = _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
+    const int8_t* q = in.q8.data();
+    const int32_t* o4 = in.offset4.data();
+    const float* xs = in.scale.data();
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
+      const uint8_t* b = w + 210 * sb;
+      for (int64_t line = 0; line < 210; line += 64) prefetch_ahead<Pf>(b + line);
+#pragma GCC unroll 2
+      for (int hf = 0; hf < 2; ++hf) {
+        const __m512 f = _mm512_castps256_ps512(q6k_group_factors(b, xs + 8 * sb, hf));
+        const __m512i l = _mm512_loadu_si512(b + 64 * hf);
+        const __m256i qh = ld256(b + 128 + 32 * hf);
+        const __m512i h2 =
+            _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                           _mm512_and_si512(_mm512_slli_epi16(h2, 4), m30));
+        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_and_si512(h2, m30));
+        const int64_t at = 256 * sb + 128 * hf;
+        const __m512i s0 = dot(_mm512_loadu_si512(o4 + at / 4), lo, _mm512_loadu_si512(q + at));
+        const __m512i s1 =
+            dot(_mm512_loadu_si512(o4 + at / 4 + 16), hi, _mm512_loadu_si512(q + at + 64));
+        a[2 * hf] =
+            _mm512_fmadd_ps(_mm512_permutexvar_ps(pick0, f), _mm512_cvtepi32_ps(s0), a[2 * hf]);
+        a[2 * hf + 1] =
+            _mm512_fmadd_ps(_mm512_permutexvar_ps(pick1, f), _mm512_cvtepi32_ps(s1), a[2 * hf + 1]);
+      }
+    }
+    const __m512 t = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, t);
+    out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
+  }
+};
+#endif
 
 // Rows [r0, r1) in groups of K::kRows, the rest one at a time.
 template <class K>
@@ -794,7 +854,11 @@ RowsFn dot_for(GgmlType t) {
       return rows_by<Q5KRows256>;
 #endif
     case GgmlType::Q6_K:
-      return rows_by<Q6KRows>;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+      return rows_by<Q6KRows512>;
+#else
+      return rows_by<Q6KRows256>;
+#endif
     default:
       return nullptr;
   }
@@ -838,7 +902,7 @@ bool row_dot_rounds_input(GgmlType t) {
 
 int row_dot_input_levels(GgmlType t) {
   if (!row_dot_rounds_input(t)) return 0;
-  return t == GgmlType::Q4_K ? 127 : 32767;
+  return t == GgmlType::Q4_K || t == GgmlType::Q6_K ? 127 : 32767;
 }
 
 void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput& in) {
@@ -856,16 +920,15 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
     return;
   }
   if (!row_dot_rounds_input(t)) return;
-  const bool bytes = t == GgmlType::Q4_K;
-  const int64_t block = bytes ? 256 : 32;  // Q4_K's levels are placed per super-block
+  const bool bytes = row_dot_input_levels(t) == 127;
+  const int64_t block = bytes ? 256 : 32;  // the K-quants' levels are placed per super-block
   VQ_CHECK(cols % block == 0, InvalidArgument, "kernels: row-dot input of ", cols,
            " values is not a whole number of ", block, "-value blocks");
   const int64_t nb = cols / 32;
   const float levels = static_cast<float>(row_dot_input_levels(t));
-  if (bytes)
-    in.q8.resize(static_cast<size_t>(cols));
-  else
-    in.q.resize(static_cast<size_t>(cols));
+  if (bytes) in.q8.resize(static_cast<size_t>(cols));
+  if (t == GgmlType::Q6_K) in.offset4.resize(static_cast<size_t>(cols / 4));
+  if (!bytes) in.q.resize(static_cast<size_t>(cols));
   in.scale.resize(static_cast<size_t>(nb));
   in.qsum.resize(static_cast<size_t>(nb));
   int32_t qb[32];
@@ -892,8 +955,12 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
     }
     in.qsum[static_cast<size_t>(b)] = sum;
     if (bytes) {
-      int8_t* dst = in.q8.data() + 256 * (b / 8) + q4k_level_offset(b % 8);
-      for (int i = 0; i < 32; ++i) dst[i] = static_cast<int8_t>(qb[i]);
+      const int64_t at = t == GgmlType::Q4_K ? 256 * (b / 8) + q4k_level_offset(b % 8) : 32 * b;
+      for (int i = 0; i < 32; ++i) in.q8[static_cast<size_t>(at + i)] = static_cast<int8_t>(qb[i]);
+      if (t == GgmlType::Q6_K)
+        for (int i = 0; i < 32; i += 4)
+          in.offset4[static_cast<size_t>((at + i) / 4)] =
+              -32 * (qb[i] + qb[i + 1] + qb[i + 2] + qb[i + 3]);
     } else {
       int16_t* dst = in.q.data() + 32 * b;
       for (int i = 0; i < 32; ++i) dst[i] = static_cast<int16_t>(qb[i]);

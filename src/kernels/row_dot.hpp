@@ -10,11 +10,11 @@
 // input is first rounded, per 32-value block, to integer levels of that block's largest
 // magnitude (prepare_row_dot_input, once per product), and each weight block's codes meet those
 // levels in exact int32 sums (a type's added min, Q4_1 / Q5_1 / Q4_K / Q5_K, meets the sum of the
-// block's levels). The levels are int16 (|q| <= 32767) for every type but Q4_K, whose unsigned
-// 4-bit codes meet int8 levels (|q| <= 127) in byte products (VNNI's dpbusd, or maddubs), as
-// llama.cpp's K-quant products do (it rounds per 256 values; here per 32). The input rounding, at
-// most half a level (amax / (2 * levels)) per value, is the only error beyond fp32 summation
-// (F16 / BF16 rows multiply the fp32 input as it is). Each row's arithmetic (lanes,
+// block's levels). The levels are int16 (|q| <= 32767) for every type but Q4_K and Q6_K, whose
+// unsigned 4- and 6-bit codes meet int8 levels (|q| <= 127) in byte products (VNNI's dpbusd, or
+// maddubs), as llama.cpp's K-quant products do (it rounds per 256 values; here per 32). The input
+// rounding, at most half a level (amax / (2 * levels)) per value, is the only error beyond fp32
+// summation (F16 / BF16 rows multiply the fp32 input as it is). Each row's arithmetic (lanes,
 // accumulators, summation order) is fixed by the row alone, so results do not depend on how rows
 // are split across threads.
 #pragma once
@@ -42,10 +42,13 @@ struct RowDotInput {
   const float* x = nullptr;  ///< the fp32 input (read by F16 / BF16 rows)
   int64_t cols = 0;
   std::vector<int16_t> q;  ///< [cols] rounded int16 levels (rounding types but Q4_K)
-  /// Q4_K: [cols] int8 levels, each 256-value super-block's eight 32-value blocks in the order
-  /// 0, 2, 1, 3, 4, 6, 5, 7 (the order a 64-byte load of its nibbles meets them: low nibbles
-  /// are blocks 0 and 2, high nibbles 1 and 3; the next 64 bytes 4-7 likewise).
+  /// Q4_K / Q6_K: [cols] int8 levels. Q6_K's in value order; Q4_K's with each 256-value
+  /// super-block's eight 32-value blocks in the order 0, 2, 1, 3, 4, 6, 5, 7 (the order a
+  /// 64-byte load of its nibbles meets them: low nibbles are blocks 0 and 2, high nibbles 1
+  /// and 3; the next 64 bytes 4-7 likewise).
   std::vector<int8_t> q8;
+  /// Q6_K: [cols / 4] -32 times the sum of each 4 consecutive levels (the codes' offset).
+  std::vector<int32_t> offset4;
   std::vector<float> scale;   ///< [cols / 32] x ~= scale * q; NaN for a block with inf / NaN
   std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's levels (the min terms)
   std::vector<float> split;   ///< BF16: per 16 values of x, the 8 even then the 8 odd ones

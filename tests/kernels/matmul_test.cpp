@@ -63,7 +63,7 @@ void expect_close(const float* got, const std::vector<double>& want, const std::
 }
 
 // What the fused row dots' input rounding may add to row r of W x (row_dot.hpp): per 32-value
-// block b, half a level (amax_b / levels / 2, levels 127 for Q4_K and 32767 for the other
+// block b, half a level (amax_b / levels / 2, levels 127 for Q4_K / Q6_K and 32767 for the other
 // block-quantized types) times sum |w| over the block; zero for types whose rows multiply the
 // fp32 input.
 std::vector<double> input_rounding(GgmlType t, const std::vector<float>& W, const float* x,
@@ -357,10 +357,10 @@ TEST(Kernels, UnalignedFp32AndBadShapesAreHandled) {
 // scale bytes all 0xFF (every scale and min 63), all 0, all 0x3F or random, nibble bytes 0x00,
 // 0xFF, 0x0F, 0xF0 or random, qh bytes all clear, all set, alternating or random (so every chunk's
 // low and high nibbles see both values of their bit), dmin of either sign or zero; 11 rows of 3
-// super-blocks. The input is whole numbers with a block maximum of the type's level count (127
-// for Q4_K, 32767 for Q5_K), so it is rounded exactly and the fused product may differ from
-// dequantize-then-multiply by fp32 summation only; every row computed alone has the bits it has in
-// the whole product.
+// super-blocks; then Q6_K the same way (below). The input is whole numbers with a block maximum of
+// the type's level count (127 for Q4_K / Q6_K, 32767 for Q5_K), so it is rounded exactly and the
+// fused product may differ from dequantize-then-multiply by fp32 summation only; every row computed
+// alone has the bits it has in the whole product.
 TEST(Kernels, FusedKQuantRowDotsAreExactAtExtremeCodes) {
   const int64_t rows = 11, cols = 3 * 256;
   const uint8_t scale_bytes[] = {0xFF, 0x00, 0x3F};
@@ -390,6 +390,26 @@ TEST(Kernels, FusedKQuantRowDotsAreExactAtExtremeCodes) {
     }
     check_exact_input(t, data, rows, cols, rng);
   }
+  // Q6_K: ql nibbles and qh bit pairs at the extremes (every code 0, 63 or mixed), int8 scales
+  // of -128, 127, 0 or random, d of either sign.
+  const GgmlType t = GgmlType::Q6_K;
+  if (!vq::kernels::detail::has_row_dot(t)) return;
+  const int64_t bb = vq::ggml_block_bytes(t);
+  std::mt19937_64 rng(76);
+  vqtest::Bytes data(static_cast<size_t>(rows * cols / 256 * bb));
+  const int8_t scales[] = {-128, 127, 0};
+  for (int64_t k = 0; k < rows * cols / 256; ++k) {
+    uint8_t* b = data.data() + k * bb;
+    for (int j = 0; j < 128; ++j)
+      b[j] = k % 7 == 6 ? static_cast<uint8_t>(rng()) : nibbles[(k / 2 + j / 32) % 5];
+    for (int j = 0; j < 64; ++j)
+      b[128 + j] = k % 6 == 5 ? static_cast<uint8_t>(rng()) : highs[(k + j / 16) % 5];
+    for (int j = 0; j < 16; ++j)
+      b[192 + j] = static_cast<uint8_t>(k % 4 < 3 ? scales[k % 4] : static_cast<int8_t>(rng()));
+    const uint16_t d = vq::fp32_to_fp16((k % 2 ? -0.001f : 0.002f) * static_cast<float>(1 + k % 3));
+    std::memcpy(b + 208, &d, 2);
+  }
+  check_exact_input(t, data, rows, cols, rng);
 }
 
 }  // namespace

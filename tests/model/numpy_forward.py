@@ -1,13 +1,18 @@
 #!/usr/bin/python3
 """Independent NumPy forward pass of a GGUF file or a Hugging Face directory, for the engine tests.
 
-Usage: numpy_forward.py MODEL TOKENS.npy OUT.npy [--fp16-kv]
+Usage: numpy_forward.py MODEL TOKENS.npy OUT.npy [--fp16-kv] [--input-levels L [--levels-from P]]
 
 Reads the model itself (GGUF: header, metadata, tensor infos, and every supported block type
 decoded here from the ggml block layouts; Hugging Face: config.json + model.safetensors), runs the
 tokens one position at a time in float64 with causal attention over every earlier position, and
 writes the logits [n_tokens, vocab] as float32. --fp16-kv rounds keys (after RoPE) and values to
-float16 before they are attended to, as VeloxQuant's `full` cache keeps them.
+float16 before they are attended to, as VeloxQuant's `full` cache keeps them. --input-levels L
+rounds the input of every matrix product per 32 values to integer levels of the block's largest
+magnitude, x ~= (amax / L) * round(x * L / amax) in float32, as the engine's matrix-vector
+products with block-quantized weights do (src/kernels/row_dot.hpp); positions before P (0 by
+default) round only the output product's, as the engine's prefill does (its layers multiply
+matrices; its logits are one matrix-vector product per position).
 """
 import json
 import os
@@ -248,7 +253,16 @@ def rope(v, pos, freqs, neox):
     return out
 
 
-def forward(cfg, T, tokens, fp16_kv):
+def round_levels(x, levels):
+    """x rounded per 32 values to `levels` integer levels of each block's largest magnitude."""
+    b = x.astype(np.float32).reshape(-1, 32)
+    amax = np.abs(b).max(axis=1, keepdims=True)
+    amax = np.where(amax > 0, amax, np.float32(1))  # an all-zero block stays zero
+    q = np.clip(np.rint(b * (np.float32(levels) / amax)), -levels, levels)
+    return (q * (amax / np.float32(levels))).astype(np.float64).reshape(-1)
+
+
+def forward(cfg, T, tokens, fp16_kv, levels=0, levels_from=0):
     def rms(x, w):
         return w * x / np.sqrt(np.mean(x * x) + cfg["eps"])
 
@@ -263,10 +277,12 @@ def forward(cfg, T, tokens, fp16_kv):
     Vs = [[] for _ in range(cfg["n_layers"])]
     logits = []
     for pos, tok in enumerate(tokens):
+        rounded = (lambda a: round_levels(a, levels)) if levels else (lambda a: a)
+        inp = rounded if pos >= levels_from else (lambda a: a)
         x = emb[tok].copy()
         for l in range(cfg["n_layers"]):
             p = "blk.%d." % l
-            xn = rms(x, T[p + "attn_norm.weight"])
+            xn = inp(rms(x, T[p + "attn_norm.weight"]))
             q, k, v = T[p + "attn_q.weight"] @ xn, T[p + "attn_k.weight"] @ xn, \
                 T[p + "attn_v.weight"] @ xn
             if p + "attn_q.bias" in T:
@@ -285,20 +301,26 @@ def forward(cfg, T, tokens, fp16_kv):
                 sc = K[kh] @ q[h] / np.sqrt(D)
                 w = np.exp(sc - sc.max())
                 att[h] = (w / w.sum()) @ V[kh]
-            x = x + T[p + "attn_output.weight"] @ att.reshape(-1)
-            xn = rms(x, T[p + "ffn_norm.weight"])
+            x = x + T[p + "attn_output.weight"] @ inp(att.reshape(-1))
+            xn = inp(rms(x, T[p + "ffn_norm.weight"]))
             g, u = T[p + "ffn_gate.weight"] @ xn, T[p + "ffn_up.weight"] @ xn
-            x = x + T[p + "ffn_down.weight"] @ (g / (1 + np.exp(-g)) * u)
-        logits.append(out_w @ rms(x, T["output_norm.weight"]))
+            x = x + T[p + "ffn_down.weight"] @ inp(g / (1 + np.exp(-g)) * u)
+        logits.append(out_w @ rounded(rms(x, T["output_norm.weight"])))
     return np.array(logits, dtype=np.float32)
 
 
 def main():
     model, tok_path, out = sys.argv[1:4]
-    fp16_kv = "--fp16-kv" in sys.argv[4:]
+    opts = sys.argv[4:]
+    fp16_kv = "--fp16-kv" in opts
+
+    def number(flag):
+        return int(opts[opts.index(flag) + 1]) if flag in opts else 0
+
     cfg, T = read_hf(model) if os.path.isdir(model) else read_gguf(model)
     tokens = np.load(tok_path).astype(np.int64).reshape(-1)
-    np.save(out, forward(cfg, T, tokens, fp16_kv))
+    np.save(out, forward(cfg, T, tokens, fp16_kv, number("--input-levels"),
+                         number("--levels-from")))
 
 
 if __name__ == "__main__":
