@@ -9,6 +9,7 @@
 
 #include "formats/bf16.hpp"
 #include "veloxquant/errors.hpp"
+#include "veloxquant/gguf.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define VQ_ROW_DOT_AVX2 1
@@ -19,9 +20,9 @@ namespace vq::kernels::detail {
 
 namespace {
 
-// Where block j (0-7) of a Q4_K super-block's levels sits in RowDotInput::q8, in values from the
-// super-block's start: 0, 2, 1, 3 then 4, 6, 5, 7.
-constexpr int64_t q4k_level_offset(int64_t j) {
+// Where block j (0-7) of a Q4_K / Q5_K super-block's levels sits in RowDotInput::q8, in values
+// from the super-block's start: 0, 2, 1, 3 then 4, 6, 5, 7.
+constexpr int64_t k_level_offset(int64_t j) {
   return 128 * (j / 4) + 64 * (j % 2) + 32 * ((j % 4) / 2);
 }
 
@@ -375,165 +376,33 @@ inline void k_super_block_scales(const uint8_t* b, __m256 x8, __m256 qsf, float*
                          mins);
 }
 
-// Q5_K (176 B per 256 values: d, dmin, the 12 scale bytes, qh[32], then 128 nibble bytes) on
-// int16 input levels. Chunk c (32 nibble bytes) holds sub-block 2c in its low nibbles and 2c + 1
-// in its high nibbles; value l of sub-block s has bit s of qh[l] as its 5th bit, so for chunk c
-// the low nibbles take bit 2c of each qh byte and the high nibbles bit 2c + 1: that bit is
+// Q4_K (144 B per 256 values: fp16 d and dmin, 12 bytes of 6-bit scales and mins, 128 nibble
+// bytes) and Q5_K (176 B: the same, then qh[32] before the nibbles) on int8 input levels
+// (RowDotInput::q8, each super-block's blocks in the order 0, 2, 1, 3, 4, 6, 5, 7). Chunk c (32
+// nibble bytes) holds sub-block 2c in its low nibbles and 2c + 1 in its high nibbles; weight =
+// (d * sc) * code - dmin * mn. Q5_K's value l of sub-block s has bit s of qh[l] as its 5th bit,
+// so for chunk c the low nibbles take bit 2c of each qh byte and the high nibbles bit 2c + 1,
 // shifted to bit 4 (one 16-bit shift; the 0x10 mask keeps each byte's own bit) and or-ed into
-// the code, 0..31 before the widening; weight = (d * sc) * code - dmin * mn. Per 32-value
-// sub-block s (input block i): d * sc * scale[i] * sum(code * q) into a vector accumulator, and
-// the min term dmin * mn * scale[i] * sum(q) into an 8-lane vector subtracted at the end. A
+// the code. The codes are unsigned (0..15, 0..31), so they meet the signed levels directly in
+// byte products: per 32-value sub-block s (input block i) an exact int32 sum (at most
+// 32 * 31 * 127), scaled by d * sc * scale[i] into a float accumulator, and the min term
+// dmin * mn * scale[i] * sum(levels) into an 8-lane vector subtracted at the end. A
 // super-block's eight scales and mins are unpacked four bytes at a time and their products with
 // d, dmin and the input scales formed as 8-lane vectors (session 12: 4096 x 4096 Q4_K, one
-// thread, 0.78-1.09 -> 0.58 ms in an AVX2-only build), as in the 512-bit kernel below. The
-// integer sums stay exact (4 products of <= 31 * 32767 per lane).
-struct Q5KRows256 {
+// thread, 0.78-1.09 -> 0.58 ms in an AVX2-only build). The 256-bit kernel multiplies 32 codes at
+// a time (maddubs to int16 pairs, at most 2 * 31 * 127, then madd with ones); the 512-bit one
+// below takes 64 nibble bytes, two sub-blocks' codes per half, in one load.
+template <bool Five>
+struct KQuantRows256 {
   static constexpr int kRows = 1;
-  static constexpr int64_t kBlock = 176;   // bytes per 256-value super-block
-  static constexpr int64_t kNibbles = 48;  // offset of the 128 nibble bytes
+  static constexpr int64_t kBlock = Five ? 176 : 144;  // bytes per 256-value super-block
+  static constexpr int64_t kNibbles = Five ? 48 : 16;  // offset of the 128 nibble bytes
   // Bit `bit` of each byte of qh moved to bit 4, every other bit cleared.
   static __m256i high_bits(__m256i qh, int bit) {
-    const __m256i m16 = _mm256_set1_epi8(0x10);
     const __m256i moved =
         bit <= 4 ? _mm256_slli_epi16(qh, 4 - bit) : _mm256_srli_epi16(qh, bit - 4);
-    return _mm256_and_si256(moved, m16);
+    return _mm256_and_si256(moved, _mm256_set1_epi8(0x10));
   }
-  template <int R, bool Pf>
-  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const int16_t* q = in.q.data();
-    const float* xs = in.scale.data();
-    const int32_t* qs = in.qsum.data();
-    __m256 a[R][4];
-    __m256 mins[R];
-    for (int r = 0; r < R; ++r) {
-      mins[r] = _mm256_setzero_ps();
-      for (auto& v : a[r]) v = _mm256_setzero_ps();
-    }
-    alignas(32) float f[R][8];
-    __m256i qh[R];
-    for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
-      const __m256 x8 = ld(xs + 8 * sb);
-      const __m256 qsf =
-          _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* b = w + r * rb + kBlock * sb;
-        for (int64_t line = 0; line < kBlock; line += 64) prefetch_ahead<Pf>(b + line);
-        k_super_block_scales(b, x8, qsf, f[r], mins[r]);
-        qh[r] = ld256(b + 16);
-      }
-#pragma GCC unroll 8
-      for (int c = 0; c < 4; ++c) {
-        const int16_t* qc = q + 32 * (8 * sb + 2 * c);
-        const __m256i xl0 = ld16(qc), xl1 = ld16(qc + 16), xh0 = ld16(qc + 32), xh1 = ld16(qc + 48);
-#pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) {
-          const uint8_t* b = w + r * rb + kBlock * sb;
-          const __m256i raw = ld256(b + kNibbles + 32 * c);
-          __m256i codes[2] = {_mm256_and_si256(raw, m4),
-                              _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
-          codes[0] = _mm256_or_si256(codes[0], high_bits(qh[r], 2 * c));
-          codes[1] = _mm256_or_si256(codes[1], high_bits(qh[r], 2 * c + 1));
-#pragma GCC unroll 8
-          for (int h = 0; h < 2; ++h) {
-            const __m256i sum = _mm256_add_epi32(
-                _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(codes[h])),
-                                  h == 0 ? xl0 : xh0),
-                _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm256_extracti128_si256(codes[h], 1)),
-                                  h == 0 ? xl1 : xh1));
-            const int k = (c & 1) * 2 + h;
-            a[r][k] =
-                _mm256_fmadd_ps(_mm256_set1_ps(f[r][2 * c + h]), _mm256_cvtepi32_ps(sum), a[r][k]);
-          }
-        }
-      }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      out[r] =
-          hsum(_mm256_add_ps(_mm256_add_ps(a[r][0], a[r][1]), _mm256_add_ps(a[r][2], a[r][3]))) -
-          hsum(mins[r]);
-  }
-};
-
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-// Q5_K with 512-bit vectors, where the build has AVX-512 BW. The 256-bit kernel above spends
-// more on its per-sub-block scalar work (unpacking the 6-bit scale and min, the products with
-// the input block's scale, the min term) than on the codes (Q4_K, session 12: about half Q8_0's
-// weights per second). Here a super-block's eight scales and mins are unpacked together with
-// 32-bit integer operations and widened once, its eight products d * sc * scale[i] come from one
-// 8-lane product, its min terms accumulate in an 8-lane vector (dmin * mn * scale[i] * sum(q)),
-// and each 32-value sub-block's exact int32 sum (codes widened to int16 against the int16 input,
-// pairwise, VNNI's dpwssd where the build has it) is converted once and scaled into one of four
-// 16-lane accumulators (Q4_K this way, 8192 x 2048, one thread: 0.88-0.92 ms -> 0.47-0.48 ms).
-// The 5th bit of value l of sub-block s, bit s of qh[l], adds 16 to its code before the widening.
-struct Q5KRows512 {
-  static constexpr int kRows = 1;
-  static constexpr int64_t kBlock = 176;   // bytes per 256-value super-block
-  static constexpr int64_t kNibbles = 48;  // offset of the 128 nibble bytes
-  template <int R, bool Pf>
-  static void run(const uint8_t* w, uint64_t rb, const RowDotInput& in, float* out) {
-    static_assert(R == 1, "one row at a time");
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    const int16_t* q = in.q.data();
-    const float* xs = in.scale.data();
-    const int32_t* qs = in.qsum.data();
-    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                   _mm512_setzero_ps()};
-    __m256 mins = _mm256_setzero_ps();
-    alignas(32) float f[8];
-    for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
-      const uint8_t* b = w + kBlock * sb;
-      for (int64_t line = 0; line < kBlock; line += 64) prefetch_ahead<Pf>(b + line);
-      const __m256 x8 = ld(xs + 8 * sb);
-      const __m256i qh = ld256(b + 16);
-      const __m256 qsf =
-          _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
-      k_super_block_scales(b, x8, qsf, f, mins);
-#pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        // bit 2c (low nibbles) and 2c + 1 (high) of each qh byte, moved to bit 4
-        const __m256i raw = ld256(b + kNibbles + 32 * c);
-        __m256i lo8 = _mm256_and_si256(raw, m4),
-                hi8 = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-        const __m256i one = _mm256_set1_epi8(1);
-        lo8 = _mm256_or_si256(
-            lo8, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-        hi8 = _mm256_or_si256(
-            hi8, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-        const __m512i lo = _mm512_cvtepu8_epi16(lo8), hi = _mm512_cvtepu8_epi16(hi8);
-        const int16_t* qc = q + 32 * (8 * sb + 2 * c);
-        const __m512i xl = _mm512_loadu_si512(qc), xh = _mm512_loadu_si512(qc + 32);
-#if defined(__AVX512VNNI__)
-        const __m512i sl = _mm512_dpwssd_epi32(_mm512_setzero_si512(), lo, xl);
-        const __m512i sh = _mm512_dpwssd_epi32(_mm512_setzero_si512(), hi, xh);
-#else
-        const __m512i sl = _mm512_madd_epi16(lo, xl);
-        const __m512i sh = _mm512_madd_epi16(hi, xh);
-#endif
-        const int k = (c & 1) * 2;
-        a[k] = _mm512_fmadd_ps(_mm512_set1_ps(f[2 * c]), _mm512_cvtepi32_ps(sl), a[k]);
-        a[k + 1] = _mm512_fmadd_ps(_mm512_set1_ps(f[2 * c + 1]), _mm512_cvtepi32_ps(sh), a[k + 1]);
-      }
-    }
-    const __m512 t = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, t);
-    out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8))) - hsum(mins);
-  }
-};
-#endif
-
-// Q4_K on int8 input levels (RowDotInput::q8, each super-block's blocks in the order 0, 2, 1, 3,
-// 4, 6, 5, 7). The 4-bit codes are unsigned, so they meet the signed levels directly in byte
-// products: per 32-value sub-block an exact int32 sum (at most 32 * 15 * 127), scaled by
-// d * sc * scale[i] into a float accumulator; the scales and min terms as in the Q5_K kernels. The
-// 256-bit kernel multiplies 32 codes at a time (maddubs to int16 pairs, at most 2 * 15 * 127,
-// then madd with ones); the 512-bit one below takes 64 nibble bytes, two sub-blocks' codes per
-// half, in one load.
-struct Q4KRows256 {
-  static constexpr int kRows = 1;
   template <int R, bool Pf>
   static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
     static_assert(R == 1, "one row at a time");
@@ -547,22 +416,27 @@ struct Q4KRows256 {
     __m256 mins = _mm256_setzero_ps();
     alignas(32) float f[8];
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
-      const uint8_t* b = w + 144 * sb;
-      for (int64_t line = 0; line < 144; line += 64) prefetch_ahead<Pf>(b + line);
+      const uint8_t* b = w + kBlock * sb;
+      for (int64_t line = 0; line < kBlock; line += 64) prefetch_ahead<Pf>(b + line);
       const __m256 x8 = ld(xs + 8 * sb);
       const __m256 qsf =
           _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
       k_super_block_scales(b, x8, qsf, f, mins);
+      const __m256i qh = Five ? ld256(b + 16) : _mm256_setzero_si256();
       const int8_t* qb = q + 256 * sb;
 #pragma GCC unroll 4
       for (int c = 0; c < 4; ++c) {
-        const __m256i raw = ld256(b + 16 + 32 * c);
-        const __m256i codes[2] = {_mm256_and_si256(raw, m4),
-                                  _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
+        const __m256i raw = ld256(b + kNibbles + 32 * c);
+        __m256i codes[2] = {_mm256_and_si256(raw, m4),
+                            _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4)};
+        if constexpr (Five) {
+          codes[0] = _mm256_or_si256(codes[0], high_bits(qh, 2 * c));
+          codes[1] = _mm256_or_si256(codes[1], high_bits(qh, 2 * c + 1));
+        }
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          const __m256i x = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(qb + q4k_level_offset(2 * c + h)));
+          const __m256i x =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + k_level_offset(2 * c + h)));
           const __m256i sum = _mm256_madd_epi16(_mm256_maddubs_epi16(codes[h], x), ones);
           const int k = (c & 1) * 2 + h;
           a[k] = _mm256_fmadd_ps(_mm256_set1_ps(f[2 * c + h]), _mm256_cvtepi32_ps(sum), a[k]);
@@ -605,15 +479,25 @@ inline __m512 k_super_block_scales16(const uint8_t* b, __m512 xx) {
 // Bytes 64h .. 64h + 63 of a super-block's nibbles hold sub-blocks 4h and 4h + 2 in their low
 // nibbles (lanes 0-7 / 8-15 of the int32 sums) and 4h + 1, 4h + 3 in their high ones, which is
 // the order of the levels; each sum is scaled by a 16-lane vector holding the two sub-blocks'
-// factors, picked from the eight by a permutation.
-struct Q4KRows512 {
+// factors, picked from the eight by a permutation. Q5_K's 5th bits: qh and qh >> 2 side by side
+// (bits 4h and 4h + 1 of the first half, 4h + 2 and 4h + 3 of qh in the second), bit 4h moved to
+// bit 4 for the low nibbles, 4h + 1 for the high ones.
+template <bool Five>
+struct KQuantRows512 {
   static constexpr int kRows = 1;
+  static constexpr int64_t kBlock = Five ? 176 : 144;  // bytes per 256-value super-block
+  static constexpr int64_t kNibbles = Five ? 48 : 16;  // offset of the 128 nibble bytes
   static __m512i dot(__m512i codes, __m512i x) {
 #if defined(__AVX512VNNI__)
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, x);
 #else
     return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), _mm512_set1_epi16(1));
 #endif
+  }
+  static __m512i high_bits(__m512i qh, int bit) {
+    const __m512i moved =
+        bit <= 4 ? _mm512_slli_epi16(qh, 4 - bit) : _mm512_srli_epi16(qh, bit - 4);
+    return _mm512_and_si512(moved, _mm512_set1_epi8(0x10));
   }
   template <int R, bool Pf>
   static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
@@ -631,20 +515,29 @@ struct Q4KRows512 {
                    _mm512_setzero_ps()};
     __m256 mins = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
-      const uint8_t* b = w + 144 * sb;
-      for (int64_t line = 0; line < 144; line += 64) prefetch_ahead<Pf>(b + line);
+      const uint8_t* b = w + kBlock * sb;
+      for (int64_t line = 0; line < kBlock; line += 64) prefetch_ahead<Pf>(b + line);
       const __m512 x8 = _mm512_castps256_ps512(ld(xs + 8 * sb));
       const __m256 qsf =
           _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
       const __m512 f8 = k_super_block_scales16(b, _mm512_shuffle_f32x4(x8, x8, 0x44));
       mins = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f8), 1)), qsf,
                              mins);
+      __m512i qh2 = _mm512_setzero_si512();
+      if constexpr (Five) {
+        const __m256i qh = ld256(b + 16);
+        qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      }
       const int8_t* qb = q + 256 * sb;
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        const __m512i raw = _mm512_loadu_si512(b + 16 + 64 * h);
-        const __m512i lo = _mm512_and_si512(raw, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        const __m512i raw = _mm512_loadu_si512(b + kNibbles + 64 * h);
+        __m512i lo = _mm512_and_si512(raw, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        if constexpr (Five) {
+          lo = _mm512_or_si512(lo, high_bits(qh2, 4 * h));
+          hi = _mm512_or_si512(hi, high_bits(qh2, 4 * h + 1));
+        }
         const __m512i sl = dot(lo, _mm512_loadu_si512(qb + 128 * h));
         const __m512i sh = dot(hi, _mm512_loadu_si512(qb + 128 * h + 64));
         a[2 * h] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[2 * h], f8), _mm512_cvtepi32_ps(sl),
@@ -845,13 +738,13 @@ RowsFn dot_for(GgmlType t) {
       return rows_by<Block32Best<Block32::Q5_1>>;
     case GgmlType::Q4_K:
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-      return rows_by<Q4KRows512>;
+      return rows_by<KQuantRows512<false>>;
     case GgmlType::Q5_K:
-      return rows_by<Q5KRows512>;
+      return rows_by<KQuantRows512<true>>;
 #else
-      return rows_by<Q4KRows256>;
+      return rows_by<KQuantRows256<false>>;
     case GgmlType::Q5_K:
-      return rows_by<Q5KRows256>;
+      return rows_by<KQuantRows256<true>>;
 #endif
     case GgmlType::Q6_K:
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -902,7 +795,7 @@ bool row_dot_rounds_input(GgmlType t) {
 
 int row_dot_input_levels(GgmlType t) {
   if (!row_dot_rounds_input(t)) return 0;
-  return t == GgmlType::Q4_K || t == GgmlType::Q6_K ? 127 : 32767;
+  return ggml_block_values(t) == 256 ? 127 : 32767;  // the K-quants: int8
 }
 
 void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput& in) {
@@ -955,7 +848,7 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
     }
     in.qsum[static_cast<size_t>(b)] = sum;
     if (bytes) {
-      const int64_t at = t == GgmlType::Q4_K ? 256 * (b / 8) + q4k_level_offset(b % 8) : 32 * b;
+      const int64_t at = t == GgmlType::Q6_K ? 32 * b : 256 * (b / 8) + k_level_offset(b % 8);
       for (int i = 0; i < 32; ++i) in.q8[static_cast<size_t>(at + i)] = static_cast<int8_t>(qb[i]);
       if (t == GgmlType::Q6_K)
         for (int i = 0; i < 32; i += 4)

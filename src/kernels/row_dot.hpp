@@ -4,15 +4,16 @@
 // the loop that has to run at memory bandwidth.
 //
 // Types: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K with AVX2 + FMA + F16C
-// (Q4_1, Q5_0, Q5_1, Q4_K and Q5_K in 512-bit vectors where the build also has AVX-512 BW,
+// (Q8_0, Q4_1, Q5_0, Q5_1 and the K-quants in 512-bit vectors where the build also has AVX-512 BW,
 // 256-bit ones otherwise); any other type or build uses the tiled path in matmul.cpp. The
 // block-quantized types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) multiply integers: the
 // input is first rounded, per 32-value block, to integer levels of that block's largest
 // magnitude (prepare_row_dot_input, once per product), and each weight block's codes meet those
 // levels in exact int32 sums (a type's added min, Q4_1 / Q5_1 / Q4_K / Q5_K, meets the sum of the
-// block's levels). The levels are int16 (|q| <= 32767) for every type but Q4_K and Q6_K, whose
-// unsigned 4- and 6-bit codes meet int8 levels (|q| <= 127) in byte products (VNNI's dpbusd, or
-// maddubs), as llama.cpp's K-quant products do (it rounds per 256 values; here per 32). The input
+// block's levels). The levels are int16 (|q| <= 32767) for the 32-value block types and int8
+// (|q| <= 127) for the K-quants (Q4_K, Q5_K, Q6_K), whose unsigned 4-, 5- and 6-bit codes meet
+// them in byte products (VNNI's dpbusd, or maddubs), as llama.cpp's K-quant products do (it
+// rounds per 256 values; here per 32). The input
 // rounding, at most half a level (amax / (2 * levels)) per value, is the only error beyond fp32
 // summation (F16 / BF16 rows multiply the fp32 input as it is). Each row's arithmetic (lanes,
 // accumulators, summation order) is fixed by the row alone, so results do not depend on how rows
@@ -41,11 +42,11 @@ struct RowDotInput {
   GgmlType type = GgmlType::F32;
   const float* x = nullptr;  ///< the fp32 input (read by F16 / BF16 rows)
   int64_t cols = 0;
-  std::vector<int16_t> q;  ///< [cols] rounded int16 levels (rounding types but Q4_K)
-  /// Q4_K / Q6_K: [cols] int8 levels. Q6_K's in value order; Q4_K's with each 256-value
-  /// super-block's eight 32-value blocks in the order 0, 2, 1, 3, 4, 6, 5, 7 (the order a
-  /// 64-byte load of its nibbles meets them: low nibbles are blocks 0 and 2, high nibbles 1
-  /// and 3; the next 64 bytes 4-7 likewise).
+  std::vector<int16_t> q;  ///< [cols] rounded int16 levels (the 32-value block types)
+  /// The K-quants: [cols] int8 levels. Q6_K's in value order; Q4_K's and Q5_K's with each
+  /// 256-value super-block's eight 32-value blocks in the order 0, 2, 1, 3, 4, 6, 5, 7 (the
+  /// order a 64-byte load of their nibbles meets them: low nibbles are blocks 0 and 2, high
+  /// nibbles 1 and 3; the next 64 bytes 4-7 likewise).
   std::vector<int8_t> q8;
   /// Q6_K: [cols / 4] -32 times the sum of each 4 consecutive levels (the codes' offset).
   std::vector<int32_t> offset4;

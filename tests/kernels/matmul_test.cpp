@@ -63,7 +63,7 @@ void expect_close(const float* got, const std::vector<double>& want, const std::
 }
 
 // What the fused row dots' input rounding may add to row r of W x (row_dot.hpp): per 32-value
-// block b, half a level (amax_b / levels / 2, levels 127 for Q4_K / Q6_K and 32767 for the other
+// block b, half a level (amax_b / levels / 2, levels 127 for the K-quants and 32767 for the other
 // block-quantized types) times sum |w| over the block; zero for types whose rows multiply the
 // fp32 input.
 std::vector<double> input_rounding(GgmlType t, const std::vector<float>& W, const float* x,
@@ -242,9 +242,9 @@ TEST(Kernels, PrefetchingRowDotsGiveTheBitsOfTheSmallMatrixOnes) {
 }
 
 // The extreme-code tests' check: with an input of whole numbers whose block maximum is the type's
-// level count (32767, or 127 for Q4_K; so its rounding to levels is exact) the fused product and
-// matvec_ref may differ from dequantize-then-multiply by fp32 summation only, and every row
-// computed alone (dot_rows over [r, r + 1)) has the bits it has in the whole product.
+// level count (32767, or 127 for the K-quants; so its rounding to levels is exact) the fused
+// product and matvec_ref may differ from dequantize-then-multiply by fp32 summation only, and every
+// row computed alone (dot_rows over [r, r + 1)) has the bits it has in the whole product.
 void check_exact_input(GgmlType t, const vqtest::Bytes& data, int64_t rows, int64_t cols,
                        std::mt19937_64& rng) {
   const WeightMatrix w{t, data.data(), rows, cols};
@@ -358,7 +358,7 @@ TEST(Kernels, UnalignedFp32AndBadShapesAreHandled) {
 // 0xFF, 0x0F, 0xF0 or random, qh bytes all clear, all set, alternating or random (so every chunk's
 // low and high nibbles see both values of their bit), dmin of either sign or zero; 11 rows of 3
 // super-blocks; then Q6_K the same way (below). The input is whole numbers with a block maximum of
-// the type's level count (127 for Q4_K / Q6_K, 32767 for Q5_K), so it is rounded exactly and the
+// the type's level count (127 for the K-quants), so it is rounded exactly and the
 // fused product may differ from dequantize-then-multiply by fp32 summation only; every row computed
 // alone has the bits it has in the whole product.
 TEST(Kernels, FusedKQuantRowDotsAreExactAtExtremeCodes) {

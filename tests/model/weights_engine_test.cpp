@@ -336,7 +336,7 @@ TEST(WeightsEngine, TinyModelsMatchNumpy) {
       got.insert(got.end(), l, l + m.config().vocab_size);
     }
     // Decode's products with block-quantized weights round their input per 32-value block to
-    // integer levels (kernels/row_dot.hpp: int16, or int8 for Q4_K / Q6_K); the reference rounds
+    // integer levels (kernels/row_dot.hpp: int16, or int8 for the K-quants); the reference rounds
     // its products' inputs the same way, so what is left is float rounding, and inputs on either
     // side of a level boundary in the two passes: with int16 levels (spacing 2^-15 of the block's
     // largest value) that happens to a few values per product (measured 2.3e-5 to 6.5e-5), with
