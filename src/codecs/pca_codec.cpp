@@ -252,17 +252,77 @@ void PcaCodec::encode(const float* rows, int64_t n, uint8_t* params, uint8_t* co
   }
 }
 
+namespace {
+
+// Sums over 16 lanes in one fixed order, with or without AVX-512: term j in lane j % 16, added in
+// j order per lane (the last group's missing terms count as zero), then lanes l and l + 8, l and
+// l + 4, l and l + 2, l and l + 1 added. Per chunk these replace chains of k (or n) dependent
+// additions: a chunk's query and weights cost this once per 128 rows and query head.
+inline float fold16(float* l) {
+  for (int width = 8; width >= 1; width /= 2)
+    for (int i = 0; i < width; ++i) l[i] += l[i + width];
+  return l[0];
+}
+
+// sum_j a[j] b[j], multiply-adds per lane
+inline float lane_dot16(const float* a, const float* b, int64_t k) {
+#if defined(__AVX512F__)
+  __m512 acc = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= k; j += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), acc);
+  if (j < k) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (k - j)) - 1u);
+    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + j), _mm512_maskz_loadu_ps(m, b + j), acc);
+  }
+  alignas(64) float l[16];
+  _mm512_store_ps(l, acc);
+#else
+  float l[16] = {};
+  for (int64_t j0 = 0; j0 < k; j0 += 16)
+    for (int64_t i = 0; i < 16; ++i)
+      l[i] = j0 + i < k ? madd(a[j0 + i], b[j0 + i], l[i]) : madd(0.0f, 0.0f, l[i]);
+#endif
+  return fold16(l);
+}
+
+// sum_t w[t]
+inline float lane_sum16(const float* w, int64_t n) {
+#if defined(__AVX512F__)
+  __m512 acc = _mm512_setzero_ps();
+  int64_t t = 0;
+  for (; t + 16 <= n; t += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(w + t));
+  if (t < n)
+    acc = _mm512_add_ps(acc,
+                        _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - t)) - 1u), w + t));
+  alignas(64) float l[16];
+  _mm512_store_ps(l, acc);
+#else
+  float l[16] = {};
+  for (int64_t t0 = 0; t0 < n; t0 += 16)
+    for (int64_t i = 0; i < 16; ++i) l[i] += t0 + i < n ? w[t0 + i] : 0.0f;
+#endif
+  return fold16(l);
+}
+
+}  // namespace
+
 void PcaCodec::chunk_ranges(const uint8_t* params, float* mins, float* scales) const {
-  for (int64_t j = 0; j < kept(); ++j) {
-    coding::AffineParams p;
-    if (fixed_ranges_) {
-      p = fixed_[static_cast<size_t>(j)];
-    } else {
-      std::memcpy(&p.min, params + 8 * j, 4);
-      std::memcpy(&p.scale, params + 8 * j + 4, 4);
+  const int64_t k = kept();
+  if (fixed_ranges_) {
+    for (int64_t j = 0; j < k; ++j) {
+      mins[j] = fixed_[static_cast<size_t>(j)].min;
+      scales[j] = fixed_[static_cast<size_t>(j)].scale;
     }
-    mins[j] = p.min;
-    scales[j] = p.scale;
+    return;
+  }
+  // (min, scale) pairs as stored, de-interleaved
+  thread_local std::vector<float> pairs;
+  pairs.resize(static_cast<size_t>(2 * k));
+  std::memcpy(pairs.data(), params, static_cast<size_t>(8 * k));
+  for (int64_t j = 0; j < k; ++j) {
+    mins[j] = pairs[static_cast<size_t>(2 * j)];
+    scales[j] = pairs[static_cast<size_t>(2 * j + 1)];
   }
 }
 
@@ -607,14 +667,13 @@ float PcaCodec::chunk_query(const float* q, int64_t slot, const float* mins, con
     for (int64_t d = 0; d < D; ++d) m = madd(mean_[d], q[d], m);
     memo.mean_dot = m;
   }
-  // c0 = mean . q + sum_j min_j q'_j, w_j = scale_j q'_j.
-  float c0 = memo.mean_dot;
-  for (int64_t j = 0; j < k; ++j) {
-    const float pj = memo.proj[static_cast<size_t>(j)];
-    c0 = madd(mins[j], pj, c0);
-    w[j] = scales[j] * pj;
-  }
-  return c0;
+  // c0 = mean . q + sum_j min_j q'_j, w_j = scale_j q'_j. The sum runs in 16 lanes (component j
+  // in lane j % 16, the last group padded with zero products), the lanes added pairwise in a
+  // fixed order: the same bits with or without AVX-512, and no chain of k dependent
+  // multiply-adds per chunk (a chunk's query costs this once per 128 rows and query head).
+  const float* proj = memo.proj.data();
+  for (int64_t j = 0; j < k; ++j) w[j] = scales[j] * proj[j];
+  return memo.mean_dot + lane_dot16(mins, proj, k);
 }
 
 void PcaCodec::row_dots(const uint8_t* codes, int64_t n, float c0, const float* wj, float* out,
@@ -779,8 +838,7 @@ void PcaCodec::axpy_latent(const uint8_t* params, const uint8_t* codes, int64_t 
   if (n <= 0) return;
   thread_local std::vector<float> sums;
   sums.assign(static_cast<size_t>(kept()), 0.0f);
-  float wsum = 0.0f;
-  for (int64_t t = 0; t < n; ++t) wsum += w[t];
+  const float wsum = lane_sum16(w, n);
   code_sums(codes, n, w, sums.data(), false);
   finish_latent(params, sums.data(), wsum, out);
 }
@@ -789,8 +847,7 @@ void PcaCodec::axpy_latent_ref(const uint8_t* params, const uint8_t* codes, int6
                                const float* w, float* out) const {
   if (n <= 0) return;
   std::vector<float> sums(static_cast<size_t>(kept()), 0.0f);
-  float wsum = 0.0f;
-  for (int64_t t = 0; t < n; ++t) wsum += w[t];
+  const float wsum = lane_sum16(w, n);
   code_sums(codes, n, w, sums.data(), true);
   finish_latent(params, sums.data(), wsum, out);
 }
@@ -968,12 +1025,10 @@ void PcaCodec::axpy_latent_many(const uint8_t* params, const uint8_t* codes, int
       else
 #endif
         kAxpyMany[m](rows, wj, w_stride, tab, G, lat8.data());
-      // As axpy_latent: the weights' sum in order, then each component's affine map.
+      // As axpy_latent: the weights' sum (lane_sum16), then each component's affine map.
       for (int64_t j = 0; j < m; ++j) {
         const float* wr = wj + j * w_stride;
-        float wsum = 0.0f;
-        for (int64_t t = 0; t < n; ++t) wsum += wr[t];
-        finish_latent(mins.data(), scales.data(), lat8.data() + j * per, wsum,
+        finish_latent(mins.data(), scales.data(), lat8.data() + j * per, lane_sum16(wr, n),
                       lat + (j0 + j) * lat_stride);
       }
     }
