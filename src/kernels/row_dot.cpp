@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "formats/bf16.hpp"
 #include "veloxquant/errors.hpp"
@@ -311,10 +312,13 @@ struct Block32Rows {
 };
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-// Q8_0 / Q4_1 / Q5_0 / Q5_1 with 512-bit vectors, where the build has AVX-512 BW (Q8_0 since
+// Q8_0 with 512-bit vectors on int16 levels, where the build has AVX-512 BW (since
 // session 15: one 32-byte load of the codes, one widening and one madd per block instead of two
 // each; Q8_0 2048 x 8192, one thread, interleaved with the 256-bit kernel: 20.3-21.4 -> 23.7-24.5
-// GB/s; 2048-column rows the same within noise). A block's 32 codes
+// GB/s; 2048-column rows the same within noise; Q4_1 / Q5_0 / Q5_1 took it too until session 20).
+// Q8_0 stays on int16 levels: on int8 ones (Block32ByteRows512's scheme, codes + 128) it was no
+// faster (512 x 2048, one thread, interleaved: 23.5-24.1 µs here, 27.8-28.4 there), and int16
+// levels round the input 256 times finer. A block's 32 codes
 // (Block32Rows::codes32) widened to int16 at once and multiplied with its 32 levels in one
 // _mm512_madd_epi16 (16 int32 lanes, each 2 products: exact), converted and scaled into one of
 // two 16-lane accumulators (even / odd blocks); the min terms as in Block32Rows.
@@ -349,6 +353,108 @@ struct Block32Rows512 {
     _mm512_store_ps(lanes, _mm512_add_ps(a[0], a[1]));
     out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
     if constexpr (B::kMin) out[0] += mins[0] + mins[1];
+  }
+};
+#endif
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__BMI2__)
+#define VQ_ROW_DOT_BLOCK32_BYTES 1
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 with 512-bit vectors on int8 input levels (RowDotInput::q8, |q| <=
+// 127), where the build has AVX-512 BW: a pair of blocks (64 values) per step, the 4- and 5-bit
+// codes meeting the levels in byte products (VNNI's dpbusd, or maddubs + madd) as the K-quants do,
+// instead of being widened to int16. dpbusd multiplies unsigned bytes with signed ones, so the
+// codes are taken as stored (0..15, 0..31); Q4_0's 8 and Q5_0's 16 taken off every code are the
+// level sum times that, the int32 lane's starting value (RowDotInput::offset4), so every lane is an
+// exact sum of 4 products code * level. The two blocks' 4-byte groups alternate over the lanes
+// (lane 2i: group i of the first block, 2i + 1 of the second; the low nibbles' groups, then the
+// high ones'), and the levels are stored in that order, so one broadcast 32-bit word holding both
+// blocks' fp16 d (or m) converts to the lanes' factors; times the input scale of each lane's block
+// (RowDotInput::lane_scale) they scale the lanes into one of two accumulators. Q4_1's / Q5_1's
+// added m meets the level sums the same way (RowDotInput::lane_min: scale * sum / 8 per lane of a
+// block). A row with an odd number of blocks ends on a pair whose second block is zeros (zero
+// levels, zero scale). Q5's fifth bits (qh, bit j for value j) are deposited on the codes' byte
+// order as a 64-bit mask (pdep). 512 x 2048 from L2, one thread, interleaved with the int16
+// kernels: Q4_0 43.1-43.5 -> 28.0-28.1 µs, Q4_1 43.2-43.7 -> 34.6-35.9, Q5_0 45.9-46.3 ->
+// 35.4-35.6, Q5_1 54.1-54.7 -> 40.1-41.4 (session 20); the input rounding is then 1/254 of the
+// block's largest value instead of 2^-16, as for the K-quants.
+template <Block32 T>
+struct Block32ByteRows512 {
+  static_assert(T != Block32::Q8_0, "Q8_0 stays on int16 levels (Block32Rows512)");
+  using B = Block32Rows<T>;
+  static constexpr int kRows = 1;
+  static __m512i dot(__m512i start, __m512i codes, __m512i x) {
+#if defined(__AVX512VNNI__)
+    return _mm512_dpbusd_epi32(start, codes, x);
+#else
+    return _mm512_add_epi32(
+        start, _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), _mm512_set1_epi16(1)));
+#endif
+  }
+  static uint32_t qh_of(const uint8_t* p) {
+    uint32_t h;
+    std::memcpy(&h, p + B::kCodes - 4, 4);
+    return h;
+  }
+  // The unsigned codes of the blocks at p and p2 (p2 null: the row's last, lone block), their
+  // 4-byte groups alternating: int32 lane 2i holds group i of block p, lane 2i + 1 of block p2.
+  static __m512i codes64(const uint8_t* p, const uint8_t* p2) {
+    {
+      const __m128i a = ld128(p + B::kCodes);
+      const __m256i raw = _mm256_permutevar8x32_epi32(
+          p2 ? _mm256_inserti128_si256(_mm256_castsi128_si256(a), ld128(p2 + B::kCodes), 1)
+             : _mm256_zextsi128_si256(a),
+          _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      __m512i z = _mm512_and_si512(
+          _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1),
+          _mm512_set1_epi8(0x0F));
+      if constexpr (B::kFive) {
+        // value j of block p sits in byte 8 (j / 4) + j % 4 (j < 16) or 32 + 8 ((j - 16) / 4) +
+        // j % 4: the set bits of 0x0F0F... in order; block p2's those of 0xF0F0...
+        const uint64_t mask = _pdep_u64(qh_of(p), 0x0F0F0F0F0F0F0F0Full) |
+                              (p2 ? _pdep_u64(qh_of(p2), 0xF0F0F0F0F0F0F0F0ull) : 0);
+        z = _mm512_mask_add_epi8(z, _cvtu64_mask64(mask), z, _mm512_set1_epi8(16));
+      }
+      return z;
+    }
+  }
+  // The two blocks' fp16 at offset `at` (d, or m) alternating over the 16 lanes, as floats.
+  static __m512 pair_half(const uint8_t* p, const uint8_t* p2, int at) {
+    const uint32_t h = rd16(p + at) | (p2 ? static_cast<uint32_t>(rd16(p2 + at)) << 16 : 0u);
+    return _mm512_cvtph_ps(_mm256_set1_epi32(static_cast<int>(h)));
+  }
+  template <int R, bool Pf>
+  static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
+    static_assert(R == 1, "one row at a time");
+    const int64_t nb = in.cols / 32;
+    const int8_t* q = in.q8.data();
+    const int32_t* o4 = in.offset4.data();
+    const float* ls = in.lane_scale.data();
+    const float* lm = in.lane_min.data();
+    __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 mn = _mm512_setzero_ps();
+    const auto pair = [&](int64_t k, const uint8_t* p, const uint8_t* p2, __m512& acc) {
+      const __m512i start = B::kMin ? _mm512_setzero_si512() : _mm512_loadu_si512(o4 + 16 * k);
+      const __m512i s = dot(start, codes64(p, p2), _mm512_loadu_si512(q + 64 * k));
+      const __m512 f = _mm512_mul_ps(pair_half(p, p2, 0), _mm512_loadu_ps(ls + 16 * k));
+      acc = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc);
+      if constexpr (B::kMin)
+        mn = _mm512_fmadd_ps(pair_half(p, p2, 2), _mm512_loadu_ps(lm + 16 * k), mn);
+    };
+    int64_t k = 0;
+    for (; 2 * k + 4 <= nb; k += 2) {
+      const uint8_t* p = w + B::kBytes * 2 * k;
+      prefetch_ahead<Pf>(p);
+      prefetch_ahead<Pf>(p + 2 * B::kBytes);
+      pair(k, p, p + B::kBytes, a[0]);
+      pair(k + 1, p + 2 * B::kBytes, p + 3 * B::kBytes, a[1]);
+    }
+    for (; 2 * k < nb; ++k) {
+      const uint8_t* p = w + B::kBytes * 2 * k;
+      pair(k, p, 2 * k + 1 < nb ? p + B::kBytes : nullptr, a[0]);
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(
+        lanes, B::kMin ? _mm512_add_ps(_mm512_add_ps(a[0], a[1]), mn) : _mm512_add_ps(a[0], a[1]));
+    out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
   }
 };
 #endif
@@ -711,8 +817,12 @@ void rows_by(const WeightMatrix& w, const RowDotInput& in, int64_t r0, int64_t r
 
 using RowsFn = void (*)(const WeightMatrix&, const RowDotInput&, int64_t, int64_t, float*, bool);
 
-// Q8_0 / Q4_1 / Q5_0 / Q5_1: the widest kernel the build has.
-#if defined(__AVX512F__) && defined(__AVX512BW__)
+// The 32-value block types: the widest kernel the build has.
+#if defined(VQ_ROW_DOT_BLOCK32_BYTES)
+template <Block32 T>
+using Block32Best =
+    std::conditional_t<T == Block32::Q8_0, Block32Rows512<T>, Block32ByteRows512<T>>;
+#elif defined(__AVX512F__) && defined(__AVX512BW__)
 template <Block32 T>
 using Block32Best = Block32Rows512<T>;
 #else
@@ -729,7 +839,7 @@ RowsFn dot_for(GgmlType t) {
     case GgmlType::Q8_0:
       return rows_by<Block32Best<Block32::Q8_0>>;
     case GgmlType::Q4_0:
-      return rows_by<Block32Rows<Block32::Q4_0>>;
+      return rows_by<Block32Best<Block32::Q4_0>>;
     case GgmlType::Q4_1:
       return rows_by<Block32Best<Block32::Q4_1>>;
     case GgmlType::Q5_0:
@@ -788,6 +898,15 @@ void dot_rows(const WeightMatrix& w, const RowDotInput&, int64_t, int64_t, float
 
 #endif
 
+namespace {
+// Whether Q4_0 / Q4_1 / Q5_0 / Q5_1 meet int8 levels (Block32ByteRows512) or int16 ones.
+#if defined(VQ_ROW_DOT_BLOCK32_BYTES)
+constexpr bool kBlock32Bytes = true;
+#else
+constexpr bool kBlock32Bytes = false;
+#endif
+}  // namespace
+
 bool row_dot_rounds_input(GgmlType t) {
   if (!has_row_dot(t)) return false;
   return t != GgmlType::F16 && t != GgmlType::BF16;
@@ -795,7 +914,7 @@ bool row_dot_rounds_input(GgmlType t) {
 
 int row_dot_input_levels(GgmlType t) {
   if (!row_dot_rounds_input(t)) return 0;
-  return ggml_block_values(t) == 256 ? 127 : 32767;  // the K-quants: int8
+  return ggml_block_values(t) == 256 || (kBlock32Bytes && t != GgmlType::Q8_0) ? 127 : 32767;
 }
 
 void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput& in) {
@@ -813,14 +932,28 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
     return;
   }
   if (!row_dot_rounds_input(t)) return;
+  const bool kquant = ggml_block_values(t) == 256;
   const bool bytes = row_dot_input_levels(t) == 127;
-  const int64_t block = bytes ? 256 : 32;  // the K-quants' levels are placed per super-block
+  const int64_t block = kquant ? 256 : 32;  // the K-quants' levels are placed per super-block
   VQ_CHECK(cols % block == 0, InvalidArgument, "kernels: row-dot input of ", cols,
            " values is not a whole number of ", block, "-value blocks");
   const int64_t nb = cols / 32;
   const float levels = static_cast<float>(row_dot_input_levels(t));
-  if (bytes) in.q8.resize(static_cast<size_t>(cols));
-  if (t == GgmlType::Q6_K) in.offset4.resize(static_cast<size_t>(cols / 4));
+  // The 32-value types on int8 levels (Block32ByteRows512): pairs of blocks, the last padded.
+  const bool pairs = bytes && !kquant;
+  const int64_t stored = pairs ? (nb + 1) / 2 * 64 : cols;
+  const bool has_min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+  // what each unsigned code carries above the signed one
+  const int32_t code_offset = t == GgmlType::Q6_K   ? 32
+                              : t == GgmlType::Q4_0 ? 8
+                              : t == GgmlType::Q5_0 ? 16
+                                                    : 0;
+  if (bytes) in.q8.assign(static_cast<size_t>(stored), 0);
+  if (code_offset != 0 && bytes) in.offset4.assign(static_cast<size_t>(stored / 4), 0);
+  if (pairs) {
+    in.lane_scale.assign(static_cast<size_t>(stored / 4), 0.0f);
+    if (has_min) in.lane_min.assign(static_cast<size_t>(stored / 4), 0.0f);
+  }
   if (!bytes) in.q.resize(static_cast<size_t>(cols));
   in.scale.resize(static_cast<size_t>(nb));
   in.qsum.resize(static_cast<size_t>(nb));
@@ -834,9 +967,10 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
       amax = std::fabs(xb[i]) > amax ? std::fabs(xb[i]) : amax;
     }
     int32_t sum = 0;
+    float scale = 0.0f;
     if (!finite || amax == 0.0f) {  // a non-finite input makes the block's products NaN
       for (int32_t& v : qb) v = 0;
-      in.scale[static_cast<size_t>(b)] = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      scale = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
     } else {
       const float inv = levels / amax;
       for (int i = 0; i < 32; ++i) {
@@ -844,20 +978,34 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
         qb[i] = static_cast<int32_t>(r > levels ? levels : (r < -levels ? -levels : r));
         sum += qb[i];
       }
-      in.scale[static_cast<size_t>(b)] = amax / levels;
+      scale = amax / levels;
     }
+    in.scale[static_cast<size_t>(b)] = scale;
     in.qsum[static_cast<size_t>(b)] = sum;
-    if (bytes) {
-      const int64_t at = t == GgmlType::Q6_K ? 32 * b : 256 * (b / 8) + k_level_offset(b % 8);
-      for (int i = 0; i < 32; ++i) in.q8[static_cast<size_t>(at + i)] = static_cast<int8_t>(qb[i]);
-      if (t == GgmlType::Q6_K)
-        for (int i = 0; i < 32; i += 4)
-          in.offset4[static_cast<size_t>((at + i) / 4)] =
-              -32 * (qb[i] + qb[i + 1] + qb[i + 2] + qb[i + 3]);
-    } else {
+    if (!bytes) {
       int16_t* dst = in.q.data() + 32 * b;
       for (int i = 0; i < 32; ++i) dst[i] = static_cast<int16_t>(qb[i]);
+      continue;
     }
+    // where value i of the block is stored in q8
+    const auto at = [&](int i) -> int64_t {
+      if (kquant)
+        return t == GgmlType::Q6_K ? 32 * b + i : 256 * (b / 8) + k_level_offset(b % 8) + i;
+      // the pair's 4-value groups alternate (Block32ByteRows512::codes64)
+      const int64_t g = i < 16 ? 2 * (i / 4) : 8 + 2 * ((i - 16) / 4);
+      return 64 * (b / 2) + 4 * (g + b % 2) + i % 4;
+    };
+    for (int i = 0; i < 32; ++i) in.q8[static_cast<size_t>(at(i))] = static_cast<int8_t>(qb[i]);
+    if (code_offset != 0)
+      for (int i = 0; i < 32; i += 4)  // 4 consecutive values are 4 consecutive stored bytes
+        in.offset4[static_cast<size_t>(at(i) / 4)] =
+            -code_offset * (qb[i] + qb[i + 1] + qb[i + 2] + qb[i + 3]);
+    if (pairs)
+      for (int i = 0; i < 32; i += 4) {
+        const auto lane = static_cast<size_t>(at(i) / 4);
+        in.lane_scale[lane] = scale;
+        if (has_min) in.lane_min[lane] = scale * static_cast<float>(sum) * 0.125f;
+      }
   }
 }
 

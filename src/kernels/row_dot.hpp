@@ -4,16 +4,17 @@
 // the loop that has to run at memory bandwidth.
 //
 // Types: F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K with AVX2 + FMA + F16C
-// (Q8_0, Q4_1, Q5_0, Q5_1 and the K-quants in 512-bit vectors where the build also has AVX-512 BW,
-// 256-bit ones otherwise); any other type or build uses the tiled path in matmul.cpp. The
+// (the block-quantized types in 512-bit vectors where the build also has AVX-512 BW, 256-bit ones
+// otherwise); any other type or build uses the tiled path in matmul.cpp. The
 // block-quantized types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) multiply integers: the
 // input is first rounded, per 32-value block, to integer levels of that block's largest
 // magnitude (prepare_row_dot_input, once per product), and each weight block's codes meet those
 // levels in exact int32 sums (a type's added min, Q4_1 / Q5_1 / Q4_K / Q5_K, meets the sum of the
-// block's levels). The levels are int16 (|q| <= 32767) for the 32-value block types and int8
-// (|q| <= 127) for the K-quants (Q4_K, Q5_K, Q6_K), whose unsigned 4-, 5- and 6-bit codes meet
-// them in byte products (VNNI's dpbusd, or maddubs), as llama.cpp's K-quant products do (it
-// rounds per 256 values; here per 32). The input
+// block's levels). The levels are int8 (|q| <= 127) for the K-quants (Q4_K, Q5_K, Q6_K) and,
+// in AVX-512 BW builds, for Q4_0 / Q4_1 / Q5_0 / Q5_1: their unsigned codes meet them in byte
+// products (VNNI's dpbusd, or maddubs), as llama.cpp's quantized products do (it rounds per 256
+// values for the K-quants; here always per 32). Q8_0, and the other 32-value types in AVX2-only
+// builds, keep int16 levels (|q| <= 32767), which their codes meet in madd. The input
 // rounding, at most half a level (amax / (2 * levels)) per value, is the only error beyond fp32
 // summation (F16 / BF16 rows multiply the fp32 input as it is). Each row's arithmetic (lanes,
 // accumulators, summation order) is fixed by the row alone, so results do not depend on how rows
@@ -46,10 +47,17 @@ struct RowDotInput {
   /// The K-quants: [cols] int8 levels. Q6_K's in value order; Q4_K's and Q5_K's with each
   /// 256-value super-block's eight 32-value blocks in the order 0, 2, 1, 3, 4, 6, 5, 7 (the
   /// order a 64-byte load of their nibbles meets them: low nibbles are blocks 0 and 2, high
-  /// nibbles 1 and 3; the next 64 bytes 4-7 likewise).
+  /// nibbles 1 and 3; the next 64 bytes 4-7 likewise). Q4_0 / Q4_1 / Q5_0 / Q5_1 where they meet
+  /// int8 levels (AVX-512 BW builds): 64 per pair of blocks b, b + 1 (a last, lone block padded
+  /// with 32 zeros), their 4-value groups alternating: b's values 0-3, b + 1's 0-3, b's 4-7, ...,
+  /// b + 1's 12-15, then the same for values 16-31 (the codes' order in Block32ByteRows512).
   std::vector<int8_t> q8;
-  /// Q6_K: [cols / 4] -32 times the sum of each 4 consecutive levels (the codes' offset).
+  /// Per 4 stored levels: -k times their sum, k what the kernel's unsigned codes carry above the
+  /// signed ones (Q6_K 32, Q4_0 8, Q5_0 16); the int32 lanes' starting values.
   std::vector<int32_t> offset4;
+  /// Q4_0 / Q4_1 / Q5_0 / Q5_1 on int8 levels: per 4 stored levels (one int32 lane), the input
+  /// scale of their block, and (Q4_1 / Q5_1) that scale times the block's level sum / 8.
+  std::vector<float> lane_scale, lane_min;
   std::vector<float> scale;   ///< [cols / 32] x ~= scale * q; NaN for a block with inf / NaN
   std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's levels (the min terms)
   std::vector<float> split;   ///< BF16: per 16 values of x, the 8 even then the 8 odd ones

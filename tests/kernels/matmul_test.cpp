@@ -63,9 +63,9 @@ void expect_close(const float* got, const std::vector<double>& want, const std::
 }
 
 // What the fused row dots' input rounding may add to row r of W x (row_dot.hpp): per 32-value
-// block b, half a level (amax_b / levels / 2, levels 127 for the K-quants and 32767 for the other
-// block-quantized types) times sum |w| over the block; zero for types whose rows multiply the
-// fp32 input.
+// block b, half a level (amax_b / levels / 2, levels = row_dot_input_levels(t): 127, or 32767
+// for the 32-value types in AVX2-only builds) times sum |w| over the block; zero for types whose
+// rows multiply the fp32 input.
 std::vector<double> input_rounding(GgmlType t, const std::vector<float>& W, const float* x,
                                    int64_t rows, int64_t cols) {
   std::vector<double> out(static_cast<size_t>(rows), 0.0);
@@ -242,7 +242,7 @@ TEST(Kernels, PrefetchingRowDotsGiveTheBitsOfTheSmallMatrixOnes) {
 }
 
 // The extreme-code tests' check: with an input of whole numbers whose block maximum is the type's
-// level count (32767, or 127 for the K-quants; so its rounding to levels is exact) the fused
+// level count (row_dot_input_levels: 127, or 32767; so its rounding to levels is exact) the fused
 // product and matvec_ref may differ from dequantize-then-multiply by fp32 summation only, and every
 // row computed alone (dot_rows over [r, r + 1)) has the bits it has in the whole product.
 void check_exact_input(GgmlType t, const vqtest::Bytes& data, int64_t rows, int64_t cols,
@@ -273,22 +273,27 @@ void check_exact_input(GgmlType t, const vqtest::Bytes& data, int64_t rows, int6
   }
 }
 
-// The 32-value types with a 5th bit or an added min (Q4_1, Q5_0, Q5_1): blocks whose nibbles,
-// high bits and mins sit at their extremes (every nibble 0 or 15, qh all clear, all set, or
-// alternating; m of either sign), 13 rows of 7 blocks. The input is whole numbers with a block
-// maximum of 32767, so its rounding to levels is exact and the fused product may differ from
-// dequantize-then-multiply by fp32 summation only; every row computed on its own (dot_rows over
-// [r, r + 1)) has the bits it has in the whole product.
+// The 32-value types: blocks whose codes, high bits and mins sit at their extremes (every nibble
+// 0 or 15, qh all clear, all set, or alternating; m of either sign; Q8_0 codes -128, 127, 0, -1),
+// 13 rows of 7 blocks (an odd count: the int8 kernels' last pair of blocks is a lone one). The
+// input is whole numbers with a block maximum of the level count, so its rounding to levels is
+// exact and the fused product may differ from dequantize-then-multiply by fp32 summation only;
+// every row computed on its own (dot_rows over [r, r + 1)) has the bits it has in the whole
+// product.
 TEST(Kernels, FusedBlock32RowDotsAreExactAtExtremeCodes) {
   const int64_t rows = 13, cols = 7 * 32;
   const uint8_t nibbles[] = {0x00, 0xFF, 0x0F, 0xF0, 0x5A};
   const uint32_t highs[] = {0u, 0xFFFFFFFFu, 0xAAAAAAAAu, 0x0000FFFFu, 0x80000001u};
   const float mins[] = {-0.75f, 0.5f, 0.0f};
-  for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
+  const int8_t q8_codes[] = {-128, 127, 0, -1, -128, 127};
+  for (GgmlType t :
+       {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1}) {
     if (!vq::kernels::detail::has_row_dot(t))
       GTEST_SKIP() << "no fused row dots in this build (needs AVX2, FMA and F16C)";
     const int64_t bb = vq::ggml_block_bytes(t);
-    const bool has_min = t != GgmlType::Q5_0, has_high = t != GgmlType::Q4_1;
+    const bool q8 = t == GgmlType::Q8_0;
+    const bool has_min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+    const bool has_high = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
     const int64_t codes = 2 + (has_min ? 2 : 0) + (has_high ? 4 : 0);
     std::mt19937_64 rng(90 + static_cast<uint64_t>(t));
     vqtest::Bytes data(static_cast<size_t>(rows * cols / 32 * bb));
@@ -301,6 +306,12 @@ TEST(Kernels, FusedBlock32RowDotsAreExactAtExtremeCodes) {
         std::memcpy(b + 2, &m, 2);
       }
       if (has_high) std::memcpy(b + codes - 4, &highs[(k / 2) % 5], 4);
+      if (q8) {
+        for (int j = 0; j < 32; ++j)
+          b[2 + j] = k % 7 == 6 ? static_cast<uint8_t>(rng())
+                                : static_cast<uint8_t>(q8_codes[(k + j / 8) % 6]);
+        continue;
+      }
       for (int j = 0; j < 16; ++j)
         b[codes + j] = k % 7 == 6 ? static_cast<uint8_t>(rng()) : nibbles[(k + j / 8) % 5];
     }

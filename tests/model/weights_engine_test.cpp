@@ -336,13 +336,29 @@ TEST(WeightsEngine, TinyModelsMatchNumpy) {
       got.insert(got.end(), l, l + m.config().vocab_size);
     }
     // Decode's products with block-quantized weights round their input per 32-value block to
-    // integer levels (kernels/row_dot.hpp: int16, or int8 for the K-quants); the reference rounds
-    // its products' inputs the same way, so what is left is float rounding, and inputs on either
-    // side of a level boundary in the two passes: with int16 levels (spacing 2^-15 of the block's
-    // largest value) that happens to a few values per product (measured 2.3e-5 to 6.5e-5), with
-    // int8 levels rarely (2.5e-7 / 2.8e-7 at Q6_K / Q4_K).
+    // integer levels (kernels/row_dot.hpp: int8, or int16 for Q8_0 and, in AVX2-only builds,
+    // the other 32-value types); the reference rounds its products' inputs the same way, so what is
+    // left is float rounding, and inputs on either side of a level boundary in the two passes (the
+    // engine's fp32 input and NumPy's float64 one differ by float rounding): with int16 levels
+    // (spacing 2^-15 of the block's largest value) that happens to a few values per product
+    // (measured 2.3e-5 to 6.5e-5); with int8 levels to about one value in 1e5, so most int8 models
+    // see none (2e-7 to 4e-7 measured) and one that does sees that value moved by a whole 1/127 of
+    // its block's largest, at one position (Q5_0 on AVX-512, session 20: position 3 off by 3.1e-3,
+    // every other under 2.4e-7). A kernel bug moves every position.
     const int levels = vq::kernels::detail::row_dot_input_levels(t.type);
-    const double err = rel_err(got, numpy_logits(path, tokens, false, t.name, levels));
+    const std::vector<float> want = numpy_logits(path, tokens, false, t.name, levels);
+    const double err = rel_err(got, want);
+    // per position: a value on the other side of a boundary moves one position's logits
+    int moved = 0;
+    double worst = 0;
+    const auto V = static_cast<size_t>(m.config().vocab_size);
+    for (size_t p = 0; p < tokens.size() && got.size() == want.size(); ++p) {
+      const std::vector<float> g(got.begin() + p * V, got.begin() + (p + 1) * V),
+          w(want.begin() + p * V, want.begin() + (p + 1) * V);
+      const double e = rel_err(g, w);
+      worst = std::max(worst, e);
+      moved += e > 1e-4 ? 1 : 0;
+    }
     // Prefill (the matrix-matrix kernels, which multiply the fp32 input) of the first half, then
     // steps, with the `full` cache, whose rows are fp16: NumPy rounds its keys and values to fp16
     // the same way. A value on an fp16 rounding boundary can still round the other way in one
@@ -351,7 +367,12 @@ TEST(WeightsEngine, TinyModelsMatchNumpy) {
         rel_err(run(m, tokens, "full"),
                 numpy_logits(path, tokens, true, t.name + "_fp16", levels, tokens.size() / 2));
     std::printf("%-26s step %.2e  prefill %.2e\n", t.name.c_str(), err, err_prefill);
-    EXPECT_LE(err, levels == 32767 ? 5e-4 : 1e-4);
+    if (levels == 127) {  // float rounding except at most one position moved by a level
+      EXPECT_LE(moved, 1) << "positions with logits off by more than 1e-4, worst " << worst;
+      EXPECT_LE(worst, 1e-2);
+    } else {
+      EXPECT_LE(err, 5e-4);
+    }
     EXPECT_LE(err_prefill, 1e-3);
     std::error_code ec;
     fs::remove_all(path, ec);
