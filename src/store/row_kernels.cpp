@@ -1,5 +1,6 @@
 #include "store/row_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -276,10 +277,69 @@ void dot_many_group(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, c
   }
 }
 
+#if defined(__AVX512F__)
+// dot_many_group for head dims that are a multiple of 32 (64, 128: every group of 8 values lands
+// in dot_lanes' 512-bit loop), eight rows at a time: a row's four 8-value partial sums per query
+// are dot_lanes' (the same multiply-adds on the same 512-bit accumulators), added pairwise into
+// one 8-lane vector and kept, and the eight rows' vectors of a query are reduced together by
+// hsum8, which gives each row the bits hsum gives it. Per row this is D / 16 widenings, NQ * D /
+// 16 multiply-adds and NQ pairwise sums, against a reduction per row and query (10 of its 23
+// instructions per query at D = 64) in dot_many_group.
+template <FloatRows T, int NQ>
+void dot_many_group32(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* qs,
+                      float* out, int64_t out_stride) {
+  const auto lanes = [&](const uint8_t* r, __m256(&v)[NQ]) {
+    __m512 a01[NQ], a23[NQ];
+    for (int j = 0; j < NQ; ++j) a01[j] = a23[j] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; d += 32) {
+      const __m512 x0 = load16<T>(r, d), x1 = load16<T>(r, d + 16);
+      for (int j = 0; j < NQ; ++j) {
+        a01[j] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(qs + j * D + d), a01[j]);
+        a23[j] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(qs + j * D + d + 16), a23[j]);
+      }
+    }
+    for (int j = 0; j < NQ; ++j) {
+      const __m256 a1 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a01[j]), 1));
+      const __m256 a3 = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a23[j]), 1));
+      v[j] = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(a01[j]), a1),
+                           _mm256_add_ps(_mm512_castps512_ps256(a23[j]), a3));
+    }
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v[8][NQ];
+    for (int k = 0; k < 8; ++k) lanes(rows + (i + k) * stride, v[k]);
+    for (int j = 0; j < NQ; ++j) {
+      const __m256 per[8] = {v[0][j], v[1][j], v[2][j], v[3][j],
+                             v[4][j], v[5][j], v[6][j], v[7][j]};
+      _mm256_storeu_ps(out + j * out_stride + i, hsum8(per));
+    }
+  }
+  for (; i < n; ++i) {
+    __m256 v[NQ];
+    lanes(rows + i * stride, v);
+    for (int j = 0; j < NQ; ++j) out[j * out_stride + i] = hsum(v[j]);
+  }
+}
+#endif
+
 template <FloatRows T>
 void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* qs,
                    int64_t nq, float* out, int64_t out_stride) {
   int64_t j = 0;
+#if defined(__AVX512F__)
+  if (D % 32 == 0) {
+    for (; j + 4 <= nq; j += 4)
+      dot_many_group32<T, 4>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+    if (nq - j == 3)
+      dot_many_group32<T, 3>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+    if (nq - j == 2)
+      dot_many_group32<T, 2>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+    if (nq - j == 1)
+      dot_many_group32<T, 1>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+    return;
+  }
+#endif
   for (; j + 4 <= nq; j += 4)
     dot_many_group<T, 4>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
   if (nq - j == 3)
@@ -293,9 +353,82 @@ void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, co
 // axpy_fast for nw weight rows at once (weights j at w + j * w_stride, accumulator j at
 // acc + j * D): each 8-value piece of four rows is widened once and added into every
 // accumulator, which takes exactly axpy_fast's operations in its order.
+#if defined(__AVX512F__)
+// axpy_many_fast for NW <= 4 weight rows and a head dim that is a multiple of 16, on 64 values of
+// the accumulators at a time held in registers over all n rows (NW * 4 of them), each row widened
+// once per 16 values and added into every accumulator: each value takes the multiply-adds
+// axpy_fast gives it, one per row in row order, so the bits are the same, without axpy_many_fast's
+// load and store of every accumulator slice per four rows.
+template <FloatRows T, int NW, int G>
+void axpy_many_span(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+                    int64_t w_stride, float* acc) {  // values [0, 16 G) of each row
+  __m512 a[NW][G];
+  for (int j = 0; j < NW; ++j)
+    for (int k = 0; k < G; ++k) a[j][k] = _mm512_loadu_ps(acc + j * D + 16 * k);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    __m512 x[G];
+    for (int k = 0; k < G; ++k) x[k] = load16<T>(r, 16 * k);
+    for (int j = 0; j < NW; ++j) {
+      const __m512 wj = _mm512_set1_ps(w[j * w_stride + i]);
+      for (int k = 0; k < G; ++k) a[j][k] = _mm512_fmadd_ps(wj, x[k], a[j][k]);
+    }
+  }
+  for (int j = 0; j < NW; ++j)
+    for (int k = 0; k < G; ++k) _mm512_storeu_ps(acc + j * D + 16 * k, a[j][k]);
+}
+
+template <FloatRows T, int NW>
+void axpy_many_group16(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+                       int64_t w_stride, float* acc) {
+  constexpr int64_t kWidth = T == FloatRows::F32 ? 4 : 2;  // bytes per value
+  for (int64_t d0 = 0; d0 < D; d0 += 64) {
+    const uint8_t* r = rows + d0 * kWidth;
+    float* a = acc + d0;
+    switch (std::min<int64_t>(64, D - d0) / 16) {
+      case 4:
+        axpy_many_span<T, NW, 4>(r, stride, n, D, w, w_stride, a);
+        break;
+      case 3:
+        axpy_many_span<T, NW, 3>(r, stride, n, D, w, w_stride, a);
+        break;
+      case 2:
+        axpy_many_span<T, NW, 2>(r, stride, n, D, w, w_stride, a);
+        break;
+      default:
+        axpy_many_span<T, NW, 1>(r, stride, n, D, w, w_stride, a);
+        break;
+    }
+  }
+}
+#endif
+
 template <FloatRows T>
 void axpy_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
                     int64_t w_stride, int64_t nw, float* acc) {
+#if defined(__AVX512F__)
+  if (D % 16 == 0) {
+    for (int64_t j = 0; j < nw; j += 4) {
+      const float* wj = w + j * w_stride;
+      float* aj = acc + j * D;
+      switch (std::min<int64_t>(4, nw - j)) {
+        case 4:
+          axpy_many_group16<T, 4>(rows, stride, n, D, wj, w_stride, aj);
+          break;
+        case 3:
+          axpy_many_group16<T, 3>(rows, stride, n, D, wj, w_stride, aj);
+          break;
+        case 2:
+          axpy_many_group16<T, 2>(rows, stride, n, D, wj, w_stride, aj);
+          break;
+        default:
+          axpy_many_group16<T, 1>(rows, stride, n, D, wj, w_stride, aj);
+          break;
+      }
+    }
+    return;
+  }
+#endif
   const int64_t D8 = D & ~int64_t{7};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {

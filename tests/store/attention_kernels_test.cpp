@@ -125,37 +125,41 @@ std::vector<uint8_t> store_float_rows(FloatRows t, const std::vector<float>& x, 
 
 // float_dot_rows_many / float_axpy_rows_many (a query group in one pass over the rows) give
 // every query the bits the one-query kernels give it, at head dims with and without 8- and
-// 32-value tails and query counts that leave every group size.
+// 32-value tails (and, for the AVX-512 group kernels, multiples of 16 and 32 that leave every
+// span of 16-value groups), row counts past one and two blocks of eight, and query counts that
+// leave every group size.
 TEST(AttentionKernels, FloatRowsManyEqualOneQueryAtATime) {
   for (const FloatCase& fc : kFloat)
-    for (int64_t D : {int64_t{5}, int64_t{8}, int64_t{20}, int64_t{40}, int64_t{64}, int64_t{131}})
-      for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}}) {
-        SCOPED_TRACE(std::string(fc.name) + " D=" + std::to_string(D) +
-                     " nq=" + std::to_string(nq));
-        const int64_t n = 11, stride_out = n + 2;
-        const auto x = randn(n * D, 500 + D);
-        const auto qs = randn(nq * D, 600 + D + nq);
-        const auto w = randn(nq * stride_out, 700 + nq, 0.3);
-        std::vector<float> dec;
-        const auto buf = store_float_rows(fc.t, x, 1, dec);
-        const uint8_t* rows = buf.data() + 1;
-        const int64_t stride = D * fc.bytes;
-        std::vector<float> many(static_cast<size_t>(nq * stride_out), -1.0f), one(many);
-        vq::store::float_dot_rows_many(fc.t, rows, stride, n, D, qs.data(), nq, many.data(),
-                                       stride_out);
-        for (int64_t j = 0; j < nq; ++j)
-          vq::store::float_dot_rows(fc.t, rows, stride, n, D, qs.data() + j * D,
-                                    one.data() + j * stride_out);
-        EXPECT_TRUE(same_bits(many.data(), one.data(), nq * stride_out)) << "dot";
-        const auto acc0 = randn(nq * D, 800 + D, 0.1);
-        std::vector<float> am = acc0, ao = acc0;
-        vq::store::float_axpy_rows_many(fc.t, rows, stride, n, D, w.data(), stride_out, nq,
-                                        am.data());
-        for (int64_t j = 0; j < nq; ++j)
-          vq::store::float_axpy_rows(fc.t, rows, stride, n, D, w.data() + j * stride_out,
-                                     ao.data() + j * D);
-        EXPECT_TRUE(same_bits(am.data(), ao.data(), nq * D)) << "axpy";
-      }
+    for (int64_t D : {int64_t{5}, int64_t{8}, int64_t{20}, int64_t{40}, int64_t{48}, int64_t{64},
+                      int64_t{80}, int64_t{96}, int64_t{128}, int64_t{131}})
+      for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}})
+        for (int64_t n : {int64_t{11}, int64_t{19}}) {
+          SCOPED_TRACE(std::string(fc.name) + " D=" + std::to_string(D) +
+                       " nq=" + std::to_string(nq) + " n=" + std::to_string(n));
+          const int64_t stride_out = n + 2;
+          const auto x = randn(n * D, 500 + D);
+          const auto qs = randn(nq * D, 600 + D + nq);
+          const auto w = randn(nq * stride_out, 700 + nq, 0.3);
+          std::vector<float> dec;
+          const auto buf = store_float_rows(fc.t, x, 1, dec);
+          const uint8_t* rows = buf.data() + 1;
+          const int64_t stride = D * fc.bytes;
+          std::vector<float> many(static_cast<size_t>(nq * stride_out), -1.0f), one(many);
+          vq::store::float_dot_rows_many(fc.t, rows, stride, n, D, qs.data(), nq, many.data(),
+                                         stride_out);
+          for (int64_t j = 0; j < nq; ++j)
+            vq::store::float_dot_rows(fc.t, rows, stride, n, D, qs.data() + j * D,
+                                      one.data() + j * stride_out);
+          EXPECT_TRUE(same_bits(many.data(), one.data(), nq * stride_out)) << "dot";
+          const auto acc0 = randn(nq * D, 800 + D, 0.1);
+          std::vector<float> am = acc0, ao = acc0;
+          vq::store::float_axpy_rows_many(fc.t, rows, stride, n, D, w.data(), stride_out, nq,
+                                          am.data());
+          for (int64_t j = 0; j < nq; ++j)
+            vq::store::float_axpy_rows(fc.t, rows, stride, n, D, w.data() + j * stride_out,
+                                       ao.data() + j * D);
+          EXPECT_TRUE(same_bits(am.data(), ao.data(), nq * D)) << "axpy";
+        }
 }
 
 TEST(AttentionKernels, FloatRowsMatchRefAndDequantizeThenAttend) {
