@@ -312,6 +312,20 @@ struct Block32Rows {
 };
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
+// start + the sums of each 4 byte products codes[4i..4i+3] * x[4i..4i+3] (unsigned codes, signed
+// levels) into int32 lane i: VNNI's dpbusd, or maddubs (pairs into int16, at most 2 * 63 * 127
+// here) and madd with ones.
+inline __m512i dot_u8i8(__m512i start, __m512i codes, __m512i x) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpbusd_epi32(start, codes, x);
+#else
+  return _mm512_add_epi32(start,
+                          _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), _mm512_set1_epi16(1)));
+#endif
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
 // Q8_0 with 512-bit vectors on int16 levels, where the build has AVX-512 BW (since
 // session 15: one 32-byte load of the codes, one widening and one madd per block instead of two
 // each; Q8_0 2048 x 8192, one thread, interleaved with the 256-bit kernel: 20.3-21.4 -> 23.7-24.5
@@ -381,14 +395,6 @@ struct Block32ByteRows512 {
   static_assert(T != Block32::Q8_0, "Q8_0 stays on int16 levels (Block32Rows512)");
   using B = Block32Rows<T>;
   static constexpr int kRows = 1;
-  static __m512i dot(__m512i start, __m512i codes, __m512i x) {
-#if defined(__AVX512VNNI__)
-    return _mm512_dpbusd_epi32(start, codes, x);
-#else
-    return _mm512_add_epi32(
-        start, _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), _mm512_set1_epi16(1)));
-#endif
-  }
   static uint32_t qh_of(const uint8_t* p) {
     uint32_t h;
     std::memcpy(&h, p + B::kCodes - 4, 4);
@@ -433,7 +439,7 @@ struct Block32ByteRows512 {
     __m512 mn = _mm512_setzero_ps();
     const auto pair = [&](int64_t k, const uint8_t* p, const uint8_t* p2, __m512& acc) {
       const __m512i start = B::kMin ? _mm512_setzero_si512() : _mm512_loadu_si512(o4 + 16 * k);
-      const __m512i s = dot(start, codes64(p, p2), _mm512_loadu_si512(q + 64 * k));
+      const __m512i s = dot_u8i8(start, codes64(p, p2), _mm512_loadu_si512(q + 64 * k));
       const __m512 f = _mm512_mul_ps(pair_half(p, p2, 0), _mm512_loadu_ps(ls + 16 * k));
       acc = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc);
       if constexpr (B::kMin)
@@ -593,13 +599,6 @@ struct KQuantRows512 {
   static constexpr int kRows = 1;
   static constexpr int64_t kBlock = Five ? 176 : 144;  // bytes per 256-value super-block
   static constexpr int64_t kNibbles = Five ? 48 : 16;  // offset of the 128 nibble bytes
-  static __m512i dot(__m512i codes, __m512i x) {
-#if defined(__AVX512VNNI__)
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, x);
-#else
-    return _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), _mm512_set1_epi16(1));
-#endif
-  }
   static __m512i high_bits(__m512i qh, int bit) {
     const __m512i moved =
         bit <= 4 ? _mm512_slli_epi16(qh, 4 - bit) : _mm512_srli_epi16(qh, bit - 4);
@@ -644,8 +643,9 @@ struct KQuantRows512 {
           lo = _mm512_or_si512(lo, high_bits(qh2, 4 * h));
           hi = _mm512_or_si512(hi, high_bits(qh2, 4 * h + 1));
         }
-        const __m512i sl = dot(lo, _mm512_loadu_si512(qb + 128 * h));
-        const __m512i sh = dot(hi, _mm512_loadu_si512(qb + 128 * h + 64));
+        const __m512i sl = dot_u8i8(_mm512_setzero_si512(), lo, _mm512_loadu_si512(qb + 128 * h));
+        const __m512i sh =
+            dot_u8i8(_mm512_setzero_si512(), hi, _mm512_loadu_si512(qb + 128 * h + 64));
         a[2 * h] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[2 * h], f8), _mm512_cvtepi32_ps(sl),
                                    a[2 * h]);
         a[2 * h + 1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[2 * h + 1], f8),
@@ -730,14 +730,6 @@ struct Q6KRows256 {
 // and 2-3 shifted up to 4-5 for the first, bits 4-5 and 6-7 as they sit for the second).
 struct Q6KRows512 {
   static constexpr int kRows = 1;
-  static __m512i dot(__m512i start, __m512i codes, __m512i x) {
-#if defined(__AVX512VNNI__)
-    return _mm512_dpbusd_epi32(start, codes, x);
-#else
-    return _mm512_add_epi32(
-        start, _mm512_madd_epi16(_mm512_maddubs_epi16(codes, x), _mm512_set1_epi16(1)));
-#endif
-  }
   template <int R, bool Pf>
   static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
     static_assert(R == 1, "one row at a time");
@@ -765,9 +757,10 @@ struct Q6KRows512 {
         const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
                                            _mm512_and_si512(h2, m30));
         const int64_t at = 256 * sb + 128 * hf;
-        const __m512i s0 = dot(_mm512_loadu_si512(o4 + at / 4), lo, _mm512_loadu_si512(q + at));
+        const __m512i s0 =
+            dot_u8i8(_mm512_loadu_si512(o4 + at / 4), lo, _mm512_loadu_si512(q + at));
         const __m512i s1 =
-            dot(_mm512_loadu_si512(o4 + at / 4 + 16), hi, _mm512_loadu_si512(q + at + 64));
+            dot_u8i8(_mm512_loadu_si512(o4 + at / 4 + 16), hi, _mm512_loadu_si512(q + at + 64));
         a[2 * hf] =
             _mm512_fmadd_ps(_mm512_permutexvar_ps(pick0, f), _mm512_cvtepi32_ps(s0), a[2 * hf]);
         a[2 * hf + 1] =

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "veloxquant/tensor.hpp"
 
@@ -326,28 +327,21 @@ void dot_many_group32(const uint8_t* rows, int64_t stride, int64_t n, int64_t D,
 template <FloatRows T>
 void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* qs,
                    int64_t nq, float* out, int64_t out_stride) {
-  int64_t j = 0;
+  // queries [j, j + NQ) through the widest group kernel for D
+  const auto group = [&](auto nq_c, int64_t j) {
+    constexpr int NQ = decltype(nq_c)::value;
 #if defined(__AVX512F__)
-  if (D % 32 == 0) {
-    for (; j + 4 <= nq; j += 4)
-      dot_many_group32<T, 4>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
-    if (nq - j == 3)
-      dot_many_group32<T, 3>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
-    if (nq - j == 2)
-      dot_many_group32<T, 2>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
-    if (nq - j == 1)
-      dot_many_group32<T, 1>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
-    return;
-  }
+    if (D % 32 == 0)
+      return dot_many_group32<T, NQ>(rows, stride, n, D, qs + j * D, out + j * out_stride,
+                                     out_stride);
 #endif
-  for (; j + 4 <= nq; j += 4)
-    dot_many_group<T, 4>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
-  if (nq - j == 3)
-    dot_many_group<T, 3>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
-  if (nq - j == 2)
-    dot_many_group<T, 2>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
-  if (nq - j == 1)
-    dot_many_group<T, 1>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+    dot_many_group<T, NQ>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
+  };
+  int64_t j = 0;
+  for (; j + 4 <= nq; j += 4) group(std::integral_constant<int, 4>{}, j);
+  if (nq - j == 3) group(std::integral_constant<int, 3>{}, j);
+  if (nq - j == 2) group(std::integral_constant<int, 2>{}, j);
+  if (nq - j == 1) group(std::integral_constant<int, 1>{}, j);
 }
 
 // axpy_fast for nw weight rows at once (weights j at w + j * w_stride, accumulator j at
