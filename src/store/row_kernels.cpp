@@ -344,9 +344,6 @@ void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, co
   if (nq - j == 1) group(std::integral_constant<int, 1>{}, j);
 }
 
-// axpy_fast for nw weight rows at once (weights j at w + j * w_stride, accumulator j at
-// acc + j * D): each 8-value piece of four rows is widened once and added into every
-// accumulator, which takes exactly axpy_fast's operations in its order.
 #if defined(__AVX512F__)
 // axpy_many_fast for NW <= 4 weight rows and a head dim that is a multiple of 16, on 64 values of
 // the accumulators at a time held in registers over all n rows (NW * 4 of them), each row widened
@@ -397,6 +394,10 @@ void axpy_many_group16(const uint8_t* rows, int64_t stride, int64_t n, int64_t D
 }
 #endif
 
+// axpy_fast for nw weight rows at once (weights j at w + j * w_stride, accumulator j at
+// acc + j * D): each 8-value piece of four rows is widened once and added into every
+// accumulator, which takes exactly axpy_fast's operations in its order (AVX-512 builds with a head
+// dim that is a multiple of 16: axpy_many_group16 above).
 template <FloatRows T>
 void axpy_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
                     int64_t w_stride, int64_t nw, float* acc) {
