@@ -1,7 +1,9 @@
 #include "coding/ggml_dot.hpp"
 
+#include <algorithm>
 #include <cstring>
 
+#include "core/static_count.hpp"
 #include "veloxquant/tensor.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -367,12 +369,73 @@ void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, co
     dot_many_group<T, B, 1>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
 }
 
+#if defined(__AVX512F__)
+// q8_0 blocks of 16 or 32 values, NW <= 4 weight rows: values [d0, d0 + 16 G) of the
+// accumulators held in registers over all n rows, each row's 16-value pieces widened once and
+// added into every accumulator as axpy_fast adds them (w_i d times the code, one multiply-add per
+// row in row order: the same bits), without loading and storing the accumulators per four rows.
+template <int B, int NW, int G>
+void q8_axpy_span(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+                  int64_t w_stride, int64_t d0, float* acc) {
+  constexpr int64_t bb = 2 + B;
+  constexpr int kPer = B / 16;               // pieces per block
+  constexpr int NB = (G + kPer - 1) / kPer;  // blocks in the span
+  int64_t at[G], blk[NB];  // piece k's codes and block b's scale: offsets in a row
+  for (int k = 0; k < G; ++k) at[k] = (d0 + 16 * k) / B * bb + 2 + (d0 + 16 * k) % B;
+  for (int b = 0; b < NB; ++b) blk[b] = (d0 + 16 * kPer * b) / B * bb;
+  __m512 a[NW][G];
+  for (int j = 0; j < NW; ++j)
+    for (int k = 0; k < G; ++k) a[j][k] = _mm512_loadu_ps(acc + j * D + d0 + 16 * k);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* r = rows + i * stride;
+    __m512 x[G];
+    for (int k = 0; k < G; ++k)
+      x[k] = _mm512_cvtepi32_ps(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r + at[k]))));
+    float sc[NB];
+    for (int b = 0; b < NB; ++b) sc[b] = fast_scale(r + blk[b]);
+    for (int j = 0; j < NW; ++j) {
+      const float wj = w[j * w_stride + i];
+      for (int b = 0; b < NB; ++b) {
+        const __m512 wd = _mm512_set1_ps(wj * sc[b]);
+        for (int k = kPer * b; k < std::min(G, kPer * (b + 1)); ++k)
+          a[j][k] = _mm512_fmadd_ps(wd, x[k], a[j][k]);
+      }
+    }
+  }
+  for (int j = 0; j < NW; ++j)
+    for (int k = 0; k < G; ++k) _mm512_storeu_ps(acc + j * D + d0 + 16 * k, a[j][k]);
+}
+
+template <int B, int NW>
+void q8_axpy_group(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
+                   int64_t w_stride, float* acc) {
+  for (int64_t d0 = 0; d0 < D; d0 += 64)
+    with_static_count<4>((std::min<int64_t>(64, D - d0)) / 16, [&](auto g) {
+      q8_axpy_span<B, NW, decltype(g)::value>(rows, stride, n, D, w, w_stride, d0, acc);
+    });
+}
+#endif
+
 // axpy_fast for nw weight rows (weights j at w + j * w_stride, accumulator j at acc + j * D):
 // four rows' pieces of a block widened once and added into every accumulator, each taking
-// axpy_fast's operations in its order.
+// axpy_fast's operations in its order (q8_0 blocks of 16 or 32 values on AVX-512 builds, head
+// dims a multiple of 16: q8_axpy_group above).
 template <GgmlType T, int B>
 void axpy_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
                     int64_t w_stride, int64_t nw, float* acc) {
+#if defined(__AVX512F__)
+  if constexpr (T == GgmlType::Q8_0 && (B == 16 || B == 32)) {
+    if (D % 16 == 0) {
+      for (int64_t j = 0; j < nw; j += 4)
+        with_static_count<4>(nw - j, [&](auto nw_c) {
+          q8_axpy_group<B, decltype(nw_c)::value>(rows, stride, n, D, w + j * w_stride, w_stride,
+                                                  acc + j * D);
+        });
+      return;
+    }
+  }
+#endif
   constexpr int64_t bb = 2 + (T == GgmlType::Q8_0 ? B : B / 2);
   constexpr int pieces = B / 8;
   const int64_t nb = D / B;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/static_count.hpp"
 #include "veloxquant/tensor.hpp"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -337,11 +338,7 @@ void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, co
 #endif
     dot_many_group<T, NQ>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
   };
-  int64_t j = 0;
-  for (; j + 4 <= nq; j += 4) group(std::integral_constant<int, 4>{}, j);
-  if (nq - j == 3) group(std::integral_constant<int, 3>{}, j);
-  if (nq - j == 2) group(std::integral_constant<int, 2>{}, j);
-  if (nq - j == 1) group(std::integral_constant<int, 1>{}, j);
+  for (int64_t j = 0; j < nq; j += 4) with_static_count<4>(nq - j, [&](auto c) { group(c, j); });
 }
 
 #if defined(__AVX512F__)
@@ -373,24 +370,11 @@ template <FloatRows T, int NW>
 void axpy_many_group16(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, const float* w,
                        int64_t w_stride, float* acc) {
   constexpr int64_t kWidth = T == FloatRows::F32 ? 4 : 2;  // bytes per value
-  for (int64_t d0 = 0; d0 < D; d0 += 64) {
-    const uint8_t* r = rows + d0 * kWidth;
-    float* a = acc + d0;
-    switch (std::min<int64_t>(64, D - d0) / 16) {
-      case 4:
-        axpy_many_span<T, NW, 4>(r, stride, n, D, w, w_stride, a);
-        break;
-      case 3:
-        axpy_many_span<T, NW, 3>(r, stride, n, D, w, w_stride, a);
-        break;
-      case 2:
-        axpy_many_span<T, NW, 2>(r, stride, n, D, w, w_stride, a);
-        break;
-      default:
-        axpy_many_span<T, NW, 1>(r, stride, n, D, w, w_stride, a);
-        break;
-    }
-  }
+  for (int64_t d0 = 0; d0 < D; d0 += 64)
+    with_static_count<4>(std::min<int64_t>(64, D - d0) / 16, [&](auto g) {
+      axpy_many_span<T, NW, decltype(g)::value>(rows + d0 * kWidth, stride, n, D, w, w_stride,
+                                                acc + d0);
+    });
 }
 #endif
 
@@ -403,24 +387,11 @@ void axpy_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, c
                     int64_t w_stride, int64_t nw, float* acc) {
 #if defined(__AVX512F__)
   if (D % 16 == 0) {
-    for (int64_t j = 0; j < nw; j += 4) {
-      const float* wj = w + j * w_stride;
-      float* aj = acc + j * D;
-      switch (std::min<int64_t>(4, nw - j)) {
-        case 4:
-          axpy_many_group16<T, 4>(rows, stride, n, D, wj, w_stride, aj);
-          break;
-        case 3:
-          axpy_many_group16<T, 3>(rows, stride, n, D, wj, w_stride, aj);
-          break;
-        case 2:
-          axpy_many_group16<T, 2>(rows, stride, n, D, wj, w_stride, aj);
-          break;
-        default:
-          axpy_many_group16<T, 1>(rows, stride, n, D, wj, w_stride, aj);
-          break;
-      }
-    }
+    for (int64_t j = 0; j < nw; j += 4)
+      with_static_count<4>(nw - j, [&](auto nw_c) {
+        axpy_many_group16<T, decltype(nw_c)::value>(rows, stride, n, D, w + j * w_stride, w_stride,
+                                                    acc + j * D);
+      });
     return;
   }
 #endif

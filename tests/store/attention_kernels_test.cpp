@@ -239,7 +239,7 @@ void randomize_codes(GgmlType t, int64_t block, uint8_t* p, int64_t blocks, uint
 TEST(AttentionKernels, GgmlBlocksManyEqualOneQueryAtATime) {
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0})
     for (int64_t block : {int64_t{32}, int64_t{16}, int64_t{8}})
-      for (int64_t D : {block, int64_t{96}})
+      for (int64_t D : {block, int64_t{96}, int64_t{128}})
         for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{6}}) {
           SCOPED_TRACE(std::string(t == GgmlType::Q8_0 ? "q8_0" : "q4_0") +
                        " block=" + std::to_string(block) + " D=" + std::to_string(D) +
