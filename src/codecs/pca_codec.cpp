@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -142,12 +143,24 @@ void PcaCodec::build_groups() {
       group_mask_[static_cast<size_t>(8 * g + l)] = (1 << widths_[j]) - 1;
     }
   }
+  // The scores' codes, moved up to 8 bits (code_j << (8 - b_j) < 256), and their levels:
+  // sum_j |level_j| (code_j << shift_j) <= score_levels_ 255 k < 2^31.
+  score_shift_.assign(static_cast<size_t>(k), 0);
+  score_unshift_.assign(static_cast<size_t>(k), 1.0f);
+  for (int64_t j = 0; j < k; ++j) {
+    const int sh = 8 - widths_[static_cast<size_t>(j)];
+    score_shift_[static_cast<size_t>(j)] = static_cast<uint8_t>(sh);
+    score_unshift_[static_cast<size_t>(j)] = std::ldexp(1.0f, -sh);
+  }
+  score_levels_ = static_cast<int32_t>(std::min<int64_t>(
+      32767, std::numeric_limits<int32_t>::max() / (255 * std::max<int64_t>(1, k))));
 #if !defined(VQ_PCA_WIDE)
   return;  // the 16-lane permutations serve the 512-bit kernels only
 #endif
-  // 16-lane permutations. A lane takes bytes (b, b + 1) of its 64-byte window and repeats
-  // b + 1 in the rest of its dword (the mask clears those bits). b <= 63 always; b + 1 is taken
-  // mod 64 (as the permutation does): it is 64 only for a code that ends in byte 63 and so
+  build_units();
+  // The value sums' 16-lane permutations. A lane takes bytes (b, b + 1) of its 64-byte window and
+  // repeats b + 1 in the rest of its dword (the mask clears those bits). b <= 63 always; b + 1 is
+  // taken mod 64 (as the permutation does): it is 64 only for a code that ends in byte 63 and so
   // never reads its second byte. Shifts and masks are group_shift_ / group_mask_'s own.
   const auto set_lane = [](uint8_t* idx, int lane, int b) {
     idx[4 * lane] = static_cast<uint8_t>(b);
@@ -158,26 +171,7 @@ void PcaCodec::build_groups() {
     return 8 * g + l < k ? static_cast<int>((bit_off_[j] >> 3) - group_win_[static_cast<size_t>(g)])
                          : 0;
   };
-  // Scores: two rows per register when a group's window in both fits 64 bytes; when the two
-  // rows fit 64 bytes whole (2 rb <= 64), one load per row pair serves every group (the window
-  // offset moves into the permutation and every window starts at 0).
   const int64_t rb = row_bytes_;
-  pair_rows_ = rb + 9 <= 64;
-  rpair_whole_ = 2 * rb <= 64;
-  rpair_win_.clear();
-  rpair_idx_.clear();
-  if (pair_rows_) {
-    rpair_win_.assign(static_cast<size_t>(G), 0);
-    rpair_idx_.assign(static_cast<size_t>(G * 64), 0);
-  }
-  for (int64_t g = 0; g < G && pair_rows_; ++g) {
-    const int32_t win = group_win_[static_cast<size_t>(g)];
-    rpair_win_[static_cast<size_t>(g)] = rpair_whole_ ? 0 : win;
-    for (int l = 0; l < 8; ++l)
-      for (int half = 0; half < 2; ++half)
-        set_lane(rpair_idx_.data() + 64 * g, 8 * half + l,
-                 lane_byte(g, l) + static_cast<int>(half * rb) + (rpair_whole_ ? win : 0));
-  }
   // Value sums: two groups of a row per register, read from group 2p's window, or from the
   // row's start when the whole row fits 64 bytes (rb < 64). One group alone keeps the
   // eight-lane kernel (a pair would be half padding).
@@ -198,11 +192,56 @@ void PcaCodec::build_groups() {
   }
 }
 
+void PcaCodec::build_units() {
+  // Unit u: codes 4u .. 4u + 3 (fewer in the last), its 8 bytes read from byte first[u]; its
+  // codes end by bit 7 + 4 * 8 = 39 of them. last[u]: the last byte a code of the unit uses.
+  const int64_t k = kept(), rb = row_bytes_, U = (k + 3) / 4, Z = (U + 3) / 4;
+  std::vector<int64_t> first(static_cast<size_t>(U)), last(static_cast<size_t>(U));
+  for (int64_t u = 0; u < U; ++u) {
+    const auto j_end = static_cast<size_t>(std::min(k, 4 * u + 4) - 1);
+    first[static_cast<size_t>(u)] = bit_off_[static_cast<size_t>(4 * u)] >> 3;
+    last[static_cast<size_t>(u)] = (bit_off_[j_end] + widths_[j_end] - 1) >> 3;
+  }
+  unit_whole_ = 2 * rb <= 64;
+  unit_pairs_ = U > 0;
+  for (int64_t z = 0; z < Z && unit_pairs_ && !unit_whole_; ++z)  // row t + 1's bytes in reach
+    for (int64_t u = 4 * z; u < std::min(U, 4 * z + 4); ++u)
+      unit_pairs_ &= rb + last[static_cast<size_t>(u)] - first[static_cast<size_t>(4 * z)] <= 63;
+  unit_win_.clear();
+  unit_idx_.clear();
+  unit_ctl_.clear();
+  unit_mask_.clear();
+  if (!unit_pairs_) return;
+  unit_win_.assign(static_cast<size_t>(Z), 0);
+  unit_idx_.assign(static_cast<size_t>(Z * 32), 0);
+  unit_ctl_.assign(static_cast<size_t>(Z * 32), 0);
+  unit_mask_.assign(static_cast<size_t>(Z * 32), 0);
+  for (int64_t z = 0; z < Z; ++z) {
+    const int64_t win = unit_whole_ ? 0 : first[static_cast<size_t>(4 * z)];
+    unit_win_[static_cast<size_t>(z)] = static_cast<int32_t>(win);
+    for (int64_t u = 4 * z; u < std::min(U, 4 * z + 4); ++u) {
+      const int64_t b = first[static_cast<size_t>(u)], lane = 8 * (u - 4 * z);
+      // row t's bytes (the kernels add rb for row t + 1's half); bytes past the unit's last are
+      // never looked at (masked off): they read byte 0
+      for (int64_t m = 0; m <= last[static_cast<size_t>(u)] - b; ++m)
+        unit_idx_[static_cast<size_t>(32 * z + lane + m)] = static_cast<uint8_t>(b - win + m);
+      // code j, moved up by its score shift: the byte from bit offset - shift (taken mod 64 by
+      // the multishift; the bits below the code's own are masked off)
+      for (int64_t j = 4 * u; j < std::min(k, 4 * u + 4); ++j) {
+        const auto at = static_cast<size_t>(32 * z + lane + 2 * (j - 4 * u));
+        const int sh = score_shift_[static_cast<size_t>(j)];
+        unit_ctl_[at] = static_cast<uint8_t>((bit_off_[static_cast<size_t>(j)] - 8 * b - sh) & 63);
+        unit_mask_[at] = static_cast<uint8_t>(((1u << widths_[static_cast<size_t>(j)]) - 1u) << sh);
+      }
+    }
+  }
+}
+
 int64_t PcaCodec::unpack_table_bytes() const {
   return static_cast<int64_t>(
       4 * (group_win_.capacity() + group_shift_.capacity() + group_mask_.capacity()) +
-      group_shuf_.capacity() + 4 * (rpair_win_.capacity() + gpair_win_.capacity()) +
-      rpair_idx_.capacity() + gpair_idx_.capacity());
+      group_shuf_.capacity() + 4 * (unit_win_.capacity() + gpair_win_.capacity()) +
+      unit_idx_.capacity() + unit_ctl_.capacity() + unit_mask_.capacity() + gpair_idx_.capacity());
 }
 
 int64_t PcaCodec::state_bytes() const {
@@ -387,25 +426,23 @@ inline __m256i group_codes(const uint8_t* row, const GroupTables& t, int64_t g) 
   return window_codes(row + t.win[g], GroupRegs(t, g));
 }
 
-// The sum of the eight lanes in a fixed order: s_l = v_l + v_(l+4), then (s0 + s1) + (s2 + s3).
-inline float sum8(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  return _mm_cvtss_f32(s);
+// The sum of the eight 32-bit lanes (exact: any order).
+inline int32_t isum8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
 }
 
-// [sum8(a), sum8(b), sum8(c), sum8(d)] with the same additions in the same order, four
-// reductions sharing each instruction (a row's or a query's sum no longer pays a whole
-// horizontal reduction of its own).
-inline __m128 sum8x4(__m256 a, __m256 b, __m256 c, __m256 d) {
-  const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20),
-                                  _mm256_permute2f128_ps(a, b, 0x31));  // [s(a) | s(b)]
-  const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20),
-                                  _mm256_permute2f128_ps(c, d, 0x31));  // [s(c) | s(d)]
-  __m256 h = _mm256_hadd_ps(ab, cd);  // pairs: [a01, a23, c01, c23 | b01, b23, d01, d23]
-  h = _mm256_hadd_ps(h, h);           // [A, C, A, C | B, D, B, D]
-  return _mm_unpacklo_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+// levels a[0, k) as the eight-lane kernels' 32-bit lanes: a_j << shift_j (times code_j: the
+// product the scores' shifted code makes)
+inline void shifted_levels(const int16_t* a, int64_t k, const uint8_t* shift, int32_t* out) {
+  for (int64_t j = 0; j < k; ++j) out[j] = static_cast<int32_t>(a[j]) * (1 << shift[j]);
+}
+
+// acc + code_l level_l per 32-bit lane (levels already shifted: level_j << shift_j; exact).
+inline __m256i add_products(__m256i acc, __m256i codes, __m256i levels) {
+  return _mm256_add_epi32(acc, _mm256_mullo_epi32(codes, levels));
 }
 
 // n rows of rb bytes; a row's group windows reach `reach` bytes from its start, and rows whose
@@ -452,30 +489,47 @@ struct WideTables {
   bool whole;            // every window is 0: one load serves every entry
 };
 
-// sum8 of the 8 lane sums of rows 0 .. 7 (a = rows 0, 1 in its 256-bit halves; b rows 2, 3;
-// c rows 4, 5; d rows 6, 7), row r's sum in lane r: the additions sum8 makes, eight rows to an
-// instruction. Per row: s_l = x_l + x_(l+4), then (s_0 + s_1) + (s_2 + s_3).
-// (The zero-masked forms with every lane selected: GCC 12's plain forms pass an undefined
-// source that -Wuninitialized reports; its 512-to-256-bit cast does the same, hence lo256.)
-inline __m256 lo256(__m512 v) {
-  return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xF, _mm512_castps_pd(v), 0));
+// The scores' 512-bit tables (PcaCodec's unit_*): register z's window start, its byte
+// permutation, multishift control and width masks.
+struct UnitTables {
+  const int32_t* win;
+  const uint8_t* idx;
+  const uint8_t* ctl;
+  const uint8_t* mask;
+  bool whole;  // every window is 0: one load of a row pair serves every register
+};
+
+// acc + the products of a and b's 16-bit lanes, summed in pairs into the 32-bit lanes (exact).
+inline __m512i add_pair_products(__m512i acc, __m512i a, __m512i b) {
+#if defined(__AVX512VNNI__)
+  // In place (GCC 12 copies each accumulator around the intrinsic's destructive form: two
+  // register moves per product in the scores' loop).
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+  return acc;
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
 }
-inline __m256 sum8_rows8(__m512 a, __m512 b, __m512 c, __m512 d) {
+
+// The sums of the eight 32-bit lanes of rows 0 .. 7 (a = rows 0, 1 in its 256-bit halves; b rows
+// 2, 3; c rows 4, 5; d rows 6, 7), row r's sum in lane r (integers: exact in any order).
+// (The zero-masked forms with every lane selected: GCC 12's plain forms pass an undefined
+// source that -Wuninitialized reports.)
+inline __m256i isum8_rows8(__m512i a, __m512i b, __m512i c, __m512i d) {
   constexpr __mmask16 kAll = 0xFFFF;
-  // 128-bit blocks: a = [a0 a1 | a2 a3] -> [a0 + a1, a2 + a3, b0 + b1, b2 + b3]: each block one
-  // row's s_0 .. s_3 (rows 0, 1, 2, 3; likewise rows 4 .. 7 from c, d)
-  const __m512 sab = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, a, b, 0x88),
-                                   _mm512_maskz_shuffle_f32x4(kAll, a, b, 0xDD));
-  const __m512 scd = _mm512_add_ps(_mm512_maskz_shuffle_f32x4(kAll, c, d, 0x88),
-                                   _mm512_maskz_shuffle_f32x4(kAll, c, d, 0xDD));
-  // block k: [s0 + s1, s2 + s3] of row k, then of row 4 + k
-  const __m512 h = _mm512_add_ps(_mm512_maskz_shuffle_ps(kAll, sab, scd, 0x88),
-                                 _mm512_maskz_shuffle_ps(kAll, sab, scd, 0xDD));
-  // block k: [(s0 + s1) + (s2 + s3) of row k, of row 4 + k, (again)]
-  const __m512 r = _mm512_add_ps(_mm512_maskz_shuffle_ps(kAll, h, h, 0x88),
-                                 _mm512_maskz_shuffle_ps(kAll, h, h, 0xDD));
+  // 128-bit blocks: [a0 + a1, a2 + a3, b0 + b1, b2 + b3]: four partial sums of rows 0 .. 3
+  // (rows 4 .. 7 from c, d)
+  const __m512i sab = _mm512_add_epi32(_mm512_maskz_shuffle_i32x4(kAll, a, b, 0x88),
+                                       _mm512_maskz_shuffle_i32x4(kAll, a, b, 0xDD));
+  const __m512i scd = _mm512_add_epi32(_mm512_maskz_shuffle_i32x4(kAll, c, d, 0x88),
+                                       _mm512_maskz_shuffle_i32x4(kAll, c, d, 0xDD));
+  // block k: [x0 + x2, y0 + y2, x1 + x3, y1 + y3] of x = row k's sums and y = row 4 + k's
+  const __m512i h = _mm512_add_epi32(_mm512_maskz_unpacklo_epi32(kAll, sab, scd),
+                                     _mm512_maskz_unpackhi_epi32(kAll, sab, scd));
+  // block k: [row k, row 4 + k, (again)]
+  const __m512i r = _mm512_add_epi32(h, _mm512_maskz_shuffle_epi32(kAll, h, _MM_PERM_BADC));
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-  return lo256(_mm512_maskz_permutexvar_ps(kAll, order, r));
+  return _mm512_maskz_extracti64x4_epi64(0xF, _mm512_maskz_permutexvar_epi32(kAll, order, r), 0);
 }
 
 // 64 bytes from p; bytes at or past `end` are not read (a masked load) and come back as 0.
@@ -493,81 +547,78 @@ inline __m512 wide_codes(__m512i window, const WideTables& t, int64_t e) {
   return _mm512_cvtepi32_ps(c);
 }
 
-// dot_groups_many on two rows per register (lanes 0-7 row t, 8-15 row t + 1, rpair tables):
-// each half takes exactly the operations the eight-lane kernel gives its row, so the scores
-// are the same bits. w16 + 16 (q G + g): query q's weights of group g, repeated in both halves.
-// NR row pairs per step: their NR x NQ multiply-add chains are independent, so the FMA latency
-// of one chain (G long) is hidden behind the others. `full`: every window of the step lies in
-// the buffer (plain loads); otherwise bytes past `end` are masked off and read as 0.
+// The scores on two rows per register (lanes 0-7 row t, 8-15 row t + 1; unit tables), NR row
+// pairs per step, NQ queries. lv + 32 (q Z + z): query q's levels of register z's 16 codes, in
+// both halves. Per row the exact sum_j level_j code_j, then fma(step_q, sum, c0_q). The NR x NQ
+// accumulators are independent chains (Z long). `full`: every window of the step lies in the
+// buffer (plain loads); otherwise bytes past `end` are masked off and read as 0.
 template <int NQ, int NR, bool full, bool whole>
-inline void dot_pairs_step(const uint8_t* r, int64_t rb, const uint8_t* end, const WideTables& tab,
-                           int64_t G, const float* w16, const float* c0, float* out,
-                           int64_t out_stride, int64_t rows) {
+inline void unit_dots_step(const uint8_t* r, int64_t rb, const uint8_t* end, const UnitTables& tab,
+                           int64_t Z, const int16_t* lv, const float* step, const float* c0,
+                           float* out, int64_t out_stride, int64_t rows) {
   const auto load = [&](const uint8_t* at) {
     return full ? _mm512_loadu_si512(at) : load64(at, end);
   };
-  __m512 acc[NR][NQ];
+  __m512i acc[NR][NQ];
   for (auto& ar : acc)
-    for (auto& a : ar) a = _mm512_setzero_ps();
-  __m512i pair[NR];  // whole: each row pair's bytes, read once for every group
+    for (auto& a : ar) a = _mm512_setzero_si512();
+  const __m512i second = _mm512_maskz_set1_epi8(0xFFFFFFFF00000000ull, static_cast<char>(rb));
+  __m512i pair[NR];  // whole: each row pair's bytes, read once for every register
   if (whole)
     for (int p = 0; p < NR; ++p) pair[p] = load(r + 2 * p * rb);
-  for (int64_t g = 0; g < G; ++g) {
-    const __m512i idx = _mm512_loadu_si512(tab.idx + 64 * g);
-    const __m512i shift = _mm512_maskz_broadcast_i32x8(
-        0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.shift + 8 * g)));
-    const __m512i mask = _mm512_maskz_broadcast_i32x8(
-        0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.mask + 8 * g)));
+  for (int64_t z = 0; z < Z; ++z) {
+    const __m512i idx = _mm512_add_epi8(_mm512_broadcast_i64x4(_mm256_loadu_si256(
+                                            reinterpret_cast<const __m256i*>(tab.idx + 32 * z))),
+                                        second);
+    const __m512i ctl = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.ctl + 32 * z)));
+    const __m512i mask = _mm512_broadcast_i64x4(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.mask + 32 * z)));
     for (int p = 0; p < NR; ++p) {
-      const __m512i bytes = whole ? pair[p] : load(r + tab.win[g] + 2 * p * rb);
-      const __m512 c = _mm512_cvtepi32_ps(
-          _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi8(idx, bytes), shift), mask));
+      const __m512i bytes = whole ? pair[p] : load(r + tab.win[z] + 2 * p * rb);
+      const __m512i c = _mm512_and_si512(
+          _mm512_multishift_epi64_epi8(ctl, _mm512_permutexvar_epi8(idx, bytes)), mask);
       for (int q = 0; q < NQ; ++q)
-        acc[p][q] = _mm512_fmadd_ps(c, _mm512_loadu_ps(w16 + 16 * (q * G + g)), acc[p][q]);
+        acc[p][q] = add_pair_products(acc[p][q], c, _mm512_loadu_si512(lv + 32 * (q * Z + z)));
     }
   }
   if constexpr (NR == 4) {  // eight full rows: each query's eight sums reduced together
     for (int q = 0; q < NQ; ++q)
       _mm256_storeu_ps(out + q * out_stride,
-                       _mm256_add_ps(_mm256_set1_ps(c0[q]),
-                                     sum8_rows8(acc[0][q], acc[1][q], acc[2][q], acc[3][q])));
+                       _mm256_fmadd_ps(_mm256_set1_ps(step[q]),
+                                       _mm256_cvtepi32_ps(
+                                           isum8_rows8(acc[0][q], acc[1][q], acc[2][q], acc[3][q])),
+                                       _mm256_set1_ps(c0[q])));
     return;
   }
-  for (int64_t h = 0; h < std::min<int64_t>(2 * NR, rows); ++h) {
-    __m256 s8[NQ];
-    for (int q = 0; q < NQ; ++q)
-      s8[q] =
-          h % 2 == 0 ? lo256(acc[h / 2][q]) : _mm512_maskz_extractf32x8_ps(0xFF, acc[h / 2][q], 1);
-    int q = 0;
-    for (; q + 4 <= NQ; q += 4) {
-      alignas(16) float s[4];
-      _mm_store_ps(s, sum8x4(s8[q], s8[q + 1], s8[q + 2], s8[q + 3]));
-      for (int j = 0; j < 4; ++j) out[(q + j) * out_stride + h] = c0[q + j] + s[j];
+  for (int64_t h = 0; h < std::min<int64_t>(2 * NR, rows); ++h)
+    for (int q = 0; q < NQ; ++q) {
+      const int32_t sum = _mm512_mask_reduce_add_epi32(h % 2 == 0 ? 0x00FF : 0xFF00, acc[h / 2][q]);
+      out[q * out_stride + h] = std::fma(step[q], static_cast<float>(sum), c0[q]);
     }
-    for (; q < NQ; ++q) out[q * out_stride + h] = c0[q] + sum8(s8[q]);
-  }
 }
 
 template <int NQ>
-void dot_pairs_many(const uint8_t* codes, int64_t n, int64_t rb, const WideTables& tab, int64_t G,
-                    const float* w16, const float* c0, float* out, int64_t out_stride) {
+void unit_dots_many(const uint8_t* codes, int64_t n, int64_t rb, const UnitTables& tab, int64_t Z,
+                    const int16_t* lv, const float* step, const float* c0, float* out,
+                    int64_t out_stride) {
   static_assert(NQ <= 4, "at most 16 accumulators");
   constexpr int NR = 4;
   const uint8_t* end = codes + n * rb;
-  // a step's last window ends at most (2 NR - 1) rb + win[G - 1] + 64 bytes from its first row
-  const int64_t reach = 2 * (NR - 1) * rb + tab.win[G - 1] + 64;
+  // a step's last window ends at most (2 NR - 1) rb + win[Z - 1] + 64 bytes from its first row
+  const int64_t reach = 2 * (NR - 1) * rb + tab.win[Z - 1] + 64;
   int64_t t = 0;
   if (tab.whole) {
     for (; t + 2 * NR <= n && t * rb + reach <= n * rb; t += 2 * NR)
-      dot_pairs_step<NQ, NR, true, true>(codes + t * rb, rb, end, tab, G, w16, c0, out + t,
+      unit_dots_step<NQ, NR, true, true>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
                                          out_stride, 2 * NR);
   } else {
     for (; t + 2 * NR <= n && t * rb + reach <= n * rb; t += 2 * NR)
-      dot_pairs_step<NQ, NR, true, false>(codes + t * rb, rb, end, tab, G, w16, c0, out + t,
+      unit_dots_step<NQ, NR, true, false>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
                                           out_stride, 2 * NR);
   }
   for (; t < n; t += 2)  // the last rows, a pair at a time (an odd last row: zeros beside it)
-    dot_pairs_step<NQ, 1, false, false>(codes + t * rb, rb, end, tab, G, w16, c0, out + t,
+    unit_dots_step<NQ, 1, false, false>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
                                         out_stride, n - t);
 }
 
@@ -630,19 +681,23 @@ void axpy_pair_runs(const uint8_t* codes, int64_t n, int64_t rb, const float* w,
                         w_stride, tab, P, lat16);
 }
 
-// Query weights w[0, k) as w16 rows for dot_pairs_many: group g's eight in both halves.
-inline void fill_w16(const float* w, int64_t k, float* w16) {
-  for (int64_t j = 0; j < k; ++j) {
-    w16[16 * (j / 8) + j % 8] = w[j];
-    w16[16 * (j / 8) + 8 + j % 8] = w[j];
+// A query's levels a[0, k) as unit_dots_many's rows: register z's 16 levels in both halves.
+inline void fill_unit_levels(const int16_t* a, int64_t k, int64_t Z, int16_t* lv) {
+  for (int64_t z = 0; z < Z; ++z) {
+    const int64_t m = std::min<int64_t>(16, k - 16 * z);
+    for (int half = 0; half < 2; ++half) {
+      int16_t* to = lv + 32 * z + 16 * half;
+      std::copy_n(a + 16 * z, m, to);
+      std::fill(to + m, to + 16, int16_t{0});
+    }
   }
 }
 
-using DotWideFn = void (*)(const uint8_t*, int64_t, int64_t, const WideTables&, int64_t,
-                           const float*, const float*, float*, int64_t);
+using DotWideFn = void (*)(const uint8_t*, int64_t, int64_t, const UnitTables&, int64_t,
+                           const int16_t*, const float*, const float*, float*, int64_t);
 constexpr int64_t kMaxWide = 4;  // queries per 512-bit scores call (16 accumulators)
-constexpr DotWideFn kDotWide[] = {nullptr, dot_pairs_many<1>, dot_pairs_many<2>, dot_pairs_many<3>,
-                                  dot_pairs_many<4>};
+constexpr DotWideFn kDotWide[] = {nullptr, unit_dots_many<1>, unit_dots_many<2>, unit_dots_many<3>,
+                                  unit_dots_many<4>};
 using AxpyWideFn = void (*)(const uint8_t*, int64_t, int64_t, const float*, int64_t,
                             const WideTables&, int64_t, float*);
 constexpr AxpyWideFn kAxpyWide[] = {nullptr,           axpy_pair_runs<1>, axpy_pair_runs<2>,
@@ -692,22 +747,76 @@ float PcaCodec::chunk_query(const float* q, int64_t slot, const float* mins, con
   return memo.mean_dot + lane_dot16(mins, proj, k);
 }
 
-void PcaCodec::row_dots(const uint8_t* codes, int64_t n, float c0, const float* wj, float* out,
-                        bool scalar) const {
+float PcaCodec::score_weights(const float* w, int16_t* a) const {
+  // big = max_j |w_j| and a_j = round-to-nearest-even(w_j * inv), clamped to +-L: the same
+  // operations per weight with or without AVX-512 (the vector conversion rounds as
+  // std::nearbyint does in the default rounding mode), so the levels are the same bits.
+  const int64_t k = kept();
+  const float L = static_cast<float>(score_levels_);
+  const float* unshift = score_unshift_.data();
+  float big = 0.0f;
+  bool finite = true;
+  int64_t j = 0;
+#if defined(__AVX512F__)
+  __m512 vbig = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (; j < k; j += 16) {
+    const auto m = static_cast<__mmask16>(k - j >= 16 ? 0xFFFF : (1u << (k - j)) - 1u);
+    const __m512 v = _mm512_abs_ps(
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w + j), _mm512_maskz_loadu_ps(m, unshift + j)));
+    bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(std::numeric_limits<float>::max()), _CMP_NLE_UQ);
+    vbig = _mm512_max_ps(vbig, v);
+  }
+  big = _mm512_reduce_max_ps(vbig);
+  finite = bad == 0;
+#else
+  for (; j < k; ++j) {
+    const float v = std::fabs(w[j] * unshift[j]);
+    finite &= v <= std::numeric_limits<float>::max();
+    big = std::max(big, v);
+  }
+#endif
+  if (!finite || big == 0.0f) {
+    std::fill_n(a, k, int16_t{0});
+    // not finite: the scores are NaN, as fp32's would be
+    return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  }
+  const float inv = static_cast<float>(std::min<double>(
+      static_cast<double>(L) / static_cast<double>(big), std::numeric_limits<float>::max()));
+  j = 0;
+#if defined(__AVX512F__)
+  for (; j + 16 <= k; j += 16) {
+    const __m512 v = _mm512_min_ps(
+        _mm512_max_ps(
+            _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(unshift + j)),
+                          _mm512_set1_ps(inv)),
+            _mm512_set1_ps(-L)),
+        _mm512_set1_ps(L));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a + j),
+                        _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(v)));
+  }
+#endif
+  for (; j < k; ++j)
+    a[j] = static_cast<int16_t>(std::nearbyint(std::clamp(w[j] * unshift[j] * inv, -L, L)));
+  return static_cast<float>(static_cast<double>(big) / static_cast<double>(L));
+}
+
+void PcaCodec::row_dots(const uint8_t* codes, int64_t n, float c0, float step, const int16_t* a,
+                        float* out, bool scalar) const {
   const int64_t k = kept(), rb = row_bytes_;
   if (k == 0) {
     for (int64_t t = 0; t < n; ++t) out[t] = c0;
     return;
   }
-  const int64_t G = static_cast<int64_t>(group_win_.size());
 #if defined(VQ_PCA_WIDE)
-  if (!scalar && pair_rows_) {  // two rows per 512-bit register
-    thread_local std::vector<float> w16;
-    w16.assign(static_cast<size_t>(G * 16), 0.0f);
-    fill_w16(wj, k, w16.data());
-    const WideTables tab{rpair_win_.data(), rpair_idx_.data(), group_shift_.data(),
-                         group_mask_.data(), rpair_whole_};
-    dot_pairs_many<1>(codes, n, rb, tab, G, w16.data(), &c0, out, 0);
+  if (!scalar && unit_pairs_) {  // two rows per 512-bit register
+    const int64_t Z = static_cast<int64_t>(unit_win_.size());
+    thread_local std::vector<int16_t> lv;
+    lv.resize(static_cast<size_t>(32 * Z));
+    fill_unit_levels(a, k, Z, lv.data());
+    const UnitTables tab{unit_win_.data(), unit_idx_.data(), unit_ctl_.data(), unit_mask_.data(),
+                         unit_whole_};
+    unit_dots_many<1>(codes, n, rb, tab, Z, lv.data(), &step, &c0, out, 0);
     return;
   }
 #endif
@@ -715,54 +824,52 @@ void PcaCodec::row_dots(const uint8_t* codes, int64_t n, float c0, const float* 
   // A row at a time, eight components per step (group_codes: no gathers). Rows whose 16-byte
   // windows would read past the buffer go through a zero-padded copy.
   if (!scalar) {
-    thread_local std::vector<float> w8;
+    const int64_t G = static_cast<int64_t>(group_win_.size());
+    thread_local std::vector<int32_t> w8;
     thread_local std::vector<uint8_t> pad;
-    w8.assign(static_cast<size_t>(G * 8), 0.0f);
-    std::copy_n(wj, k, w8.begin());
+    w8.assign(static_cast<size_t>(G * 8), 0);
+    shifted_levels(a, k, score_shift_.data(), w8.data());
     const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
     pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
     const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
                           group_mask_.data()};
     const Rows rows{codes, n, rb, reach, pad.data()};
-    const auto row_acc = [&](int64_t t) {
-      const uint8_t* row = rows.row(t);
-      __m256 acc = _mm256_setzero_ps();
-      for (int64_t g = 0; g < G; ++g)
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_codes(row, tab, g)),
-                              _mm256_loadu_ps(w8.data() + 8 * g), acc);
-      return acc;
+    const auto levels = [&](int64_t g) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w8.data() + 8 * g));
     };
-    // Four rows at a time (every window inside the buffer): each group's tables and weights
-    // loaded once for the four, four independent multiply-add chains instead of one, and the
-    // four sums reduced together; every row gets the operations row_acc gives it, in order.
+    // Four rows at a time (every window inside the buffer): each group's tables and levels
+    // loaded once for the four, four independent chains instead of one.
     int64_t t = 0;
-    const __m128 c04 = _mm_set1_ps(c0);
     for (; t + 4 <= n && (t + 3) * rb + reach <= n * rb; t += 4) {
       const uint8_t* r0 = codes + t * rb;
-      __m256 acc[4];
-      for (auto& a : acc) a = _mm256_setzero_ps();
+      __m256i acc[4];
+      for (auto& v : acc) v = _mm256_setzero_si256();
       for (int64_t g = 0; g < G; ++g) {
         const GroupRegs regs(tab, g);
-        const __m256 wv = _mm256_loadu_ps(w8.data() + 8 * g);
+        const __m256i lg = levels(g);
         for (int i = 0; i < 4; ++i)
-          acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(window_codes(r0 + i * rb + tab.win[g], regs)),
-                                   wv, acc[i]);
+          acc[i] = add_products(acc[i], window_codes(r0 + i * rb + tab.win[g], regs), lg);
       }
-      _mm_storeu_ps(out + t, _mm_add_ps(c04, sum8x4(acc[0], acc[1], acc[2], acc[3])));
+      for (int i = 0; i < 4; ++i)
+        out[t + i] = std::fma(step, static_cast<float>(isum8(acc[i])), c0);
     }
-    for (; t < n; ++t) out[t] = c0 + sum8(row_acc(t));
+    for (; t < n; ++t) {
+      const uint8_t* row = rows.row(t);
+      __m256i acc = _mm256_setzero_si256();
+      for (int64_t g = 0; g < G; ++g) acc = add_products(acc, group_codes(row, tab, g), levels(g));
+      out[t] = std::fma(step, static_cast<float>(isum8(acc)), c0);
+    }
     return;
   }
 #endif
-  // The same arithmetic one lane at a time: lane l sums components l, l + 8, ... in order.
-  each_row_codes(codes, n, rb, bit_off_.data(), widths_.data(), k,
-                 [&](int64_t t, const float* code) {
-                   float acc[8] = {};
-                   for (int64_t j = 0; j < k; ++j) acc[j % 8] = madd(code[j], wj[j], acc[j % 8]);
-                   float s[4];
-                   for (int l = 0; l < 4; ++l) s[l] = acc[l] + acc[l + 4];
-                   out[t] = c0 + ((s[0] + s[1]) + (s[2] + s[3]));
-                 });
+  // The same sums in plain code: exact integers, so any order gives the same value.
+  each_row_codes(
+      codes, n, rb, bit_off_.data(), widths_.data(), k, [&](int64_t t, const float* code) {
+        int32_t sum = 0;
+        for (int64_t j = 0; j < k; ++j)
+          sum += a[j] * (static_cast<int32_t>(code[j]) << score_shift_[static_cast<size_t>(j)]);
+        out[t] = std::fma(step, static_cast<float>(sum), c0);
+      });
 }
 
 void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
@@ -770,12 +877,15 @@ void PcaCodec::dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, 
   if (n <= 0) return;
   const int64_t k = kept();
   thread_local std::vector<float> wj, mins, scales;
+  thread_local std::vector<int16_t> levels;
   wj.resize(static_cast<size_t>(k));
   mins.resize(static_cast<size_t>(k));
   scales.resize(static_cast<size_t>(k));
+  levels.resize(static_cast<size_t>(k));
   chunk_ranges(params, mins.data(), scales.data());
   const float c0 = chunk_query(q, 0, mins.data(), scales.data(), wj.data());
-  row_dots(codes, n, c0, wj.data(), out, false);
+  const float step = score_weights(wj.data(), levels.data());
+  row_dots(codes, n, c0, step, levels.data(), out, false);
 }
 
 void PcaCodec::dot_rows_lanes_ref(const uint8_t* params, const uint8_t* codes, int64_t n,
@@ -783,9 +893,11 @@ void PcaCodec::dot_rows_lanes_ref(const uint8_t* params, const uint8_t* codes, i
   if (n <= 0) return;
   const size_t k = static_cast<size_t>(kept());
   std::vector<float> wj(k), mins(k), scales(k);
+  std::vector<int16_t> levels(k);
   chunk_ranges(params, mins.data(), scales.data());
   const float c0 = chunk_query(q, 0, mins.data(), scales.data(), wj.data());
-  row_dots(codes, n, c0, wj.data(), out, true);
+  const float step = score_weights(wj.data(), levels.data());
+  row_dots(codes, n, c0, step, levels.data(), out, true);
 }
 
 void PcaCodec::code_sums(const uint8_t* codes, int64_t n, const float* w, float* lat,
@@ -872,26 +984,22 @@ namespace {
 
 #if defined(__AVX2__) && defined(__FMA__)
 // dot_rows for NQ queries: each group's codes unpacked once per row, then each query's
-// accumulator takes the multiply-add dot_rows would (w8 + 8 (q G + g): query q's weights).
+// levels multiplied in (w8 + 8 (q G + g): query q's levels of group g, 32-bit lanes).
 template <int NQ>
-void dot_groups_many(const Rows& rows, const GroupTables& tab, int64_t G, const float* w8,
-                     const float* c0, float* out, int64_t out_stride) {
+void dot_groups_many(const Rows& rows, const GroupTables& tab, int64_t G, const int32_t* w8,
+                     const float* step, const float* c0, float* out, int64_t out_stride) {
   for (int64_t t = 0; t < rows.n; ++t) {
     const uint8_t* row = rows.row(t);
-    __m256 acc[NQ];
-    for (int q = 0; q < NQ; ++q) acc[q] = _mm256_setzero_ps();
+    __m256i acc[NQ];
+    for (int q = 0; q < NQ; ++q) acc[q] = _mm256_setzero_si256();
     for (int64_t g = 0; g < G; ++g) {
-      const __m256 c = _mm256_cvtepi32_ps(group_codes(row, tab, g));
+      const __m256i c = group_codes(row, tab, g);
       for (int q = 0; q < NQ; ++q)
-        acc[q] = _mm256_fmadd_ps(c, _mm256_loadu_ps(w8 + 8 * (q * G + g)), acc[q]);
+        acc[q] = add_products(
+            acc[q], c, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w8 + 8 * (q * G + g))));
     }
-    int q = 0;
-    for (; q + 4 <= NQ; q += 4) {  // four queries' sums reduced together
-      alignas(16) float s[4];
-      _mm_store_ps(s, sum8x4(acc[q], acc[q + 1], acc[q + 2], acc[q + 3]));
-      for (int j = 0; j < 4; ++j) out[(q + j) * out_stride + t] = c0[q + j] + s[j];
-    }
-    for (; q < NQ; ++q) out[q * out_stride + t] = c0[q] + sum8(acc[q]);
+    for (int q = 0; q < NQ; ++q)
+      out[q * out_stride + t] = std::fma(step[q], static_cast<float>(isum8(acc[q])), c0[q]);
   }
 }
 
@@ -927,8 +1035,8 @@ void axpy_many_runs(const Rows& rows, const float* w, int64_t w_stride, const Gr
   for (; g0 < G; ++g0) axpy_groups_many<NW, 1>(rows, w, w_stride, tab, G, g0, lat8);
 }
 // The kernels by batch size (index m = queries in the batch, 1 .. kMaxMany).
-using DotManyFn = void (*)(const Rows&, const GroupTables&, int64_t, const float*, const float*,
-                           float*, int64_t);
+using DotManyFn = void (*)(const Rows&, const GroupTables&, int64_t, const int32_t*, const float*,
+                           const float*, float*, int64_t);
 constexpr DotManyFn kDotMany[] = {nullptr,
                                   dot_groups_many<1>,
                                   dot_groups_many<2>,
@@ -955,49 +1063,60 @@ void PcaCodec::dot_rows_many(const uint8_t* params, const uint8_t* codes, int64_
 #if defined(__AVX2__) && defined(__FMA__)
   if (n > 0 && k > 0 && nq >= 2) {
     const int64_t G = static_cast<int64_t>(group_win_.size());
-    thread_local std::vector<float> mins, scales, wj, w8, c0;
+    thread_local std::vector<float> mins, scales, wj, step, c0;
+    thread_local std::vector<int16_t> a, lv;
+    thread_local std::vector<int32_t> w8;
     thread_local std::vector<uint8_t> pad;
     mins.resize(static_cast<size_t>(k));
     scales.resize(static_cast<size_t>(k));
     wj.resize(static_cast<size_t>(k));
+    a.resize(static_cast<size_t>(k));
     chunk_ranges(params, mins.data(), scales.data());
-    const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
-    pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
-    const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
-                          group_mask_.data()};
-    const Rows rows{codes, n, rb, reach, pad.data()};
 #if defined(VQ_PCA_WIDE)
-    const bool wide = pair_rows_;  // two rows per 512-bit register, the same bits
+    const bool wide = unit_pairs_;  // two rows per 512-bit register, the same bits
     const int64_t batch = wide ? kMaxWide : kMaxMany;
+    const int64_t Z = static_cast<int64_t>(unit_win_.size());
 #else
     constexpr bool wide = false;
-    const int64_t batch = kMaxMany;
+    const int64_t batch = kMaxMany, Z = 0;
 #endif
-    const int64_t lanes = wide ? 16 : 8;
     for (int64_t j0 = 0; j0 < nq; j0 += batch) {
       const int64_t m = std::min(batch, nq - j0);
-      w8.assign(static_cast<size_t>(m * G * lanes), 0.0f);
+      step.resize(static_cast<size_t>(m));
       c0.resize(static_cast<size_t>(m));
+      if (wide) {
+        lv.resize(static_cast<size_t>(m * Z * 32));
+      } else {
+        w8.assign(static_cast<size_t>(m * G * 8), 0);
+      }
       for (int64_t j = 0; j < m; ++j) {
         c0[static_cast<size_t>(j)] =
             chunk_query(qs + (j0 + j) * D, j0 + j, mins.data(), scales.data(), wj.data());
+        step[static_cast<size_t>(j)] = score_weights(wj.data(), a.data());
 #if defined(VQ_PCA_WIDE)
         if (wide) {
-          fill_w16(wj.data(), k, w8.data() + j * G * 16);
+          fill_unit_levels(a.data(), k, Z, lv.data() + j * Z * 32);
           continue;
         }
 #endif
-        std::copy_n(wj.begin(), k, w8.begin() + j * G * 8);
+        shifted_levels(a.data(), k, score_shift_.data(), w8.data() + j * G * 8);
       }
 #if defined(VQ_PCA_WIDE)
       if (wide) {
-        const WideTables wt{rpair_win_.data(), rpair_idx_.data(), group_shift_.data(),
-                            group_mask_.data(), rpair_whole_};
-        kDotWide[m](codes, n, rb, wt, G, w8.data(), c0.data(), out + j0 * out_stride, out_stride);
+        const UnitTables tab{unit_win_.data(), unit_idx_.data(), unit_ctl_.data(),
+                             unit_mask_.data(), unit_whole_};
+        kDotWide[m](codes, n, rb, tab, Z, lv.data(), step.data(), c0.data(), out + j0 * out_stride,
+                    out_stride);
         continue;
       }
 #endif
-      kDotMany[m](rows, tab, G, w8.data(), c0.data(), out + j0 * out_stride, out_stride);
+      const int64_t reach = group_win_[static_cast<size_t>(G - 1)] + 16;
+      pad.assign(static_cast<size_t>(std::max(rb, reach)), 0);
+      const GroupTables tab{group_win_.data(), group_shuf_.data(), group_shift_.data(),
+                            group_mask_.data()};
+      const Rows rows{codes, n, rb, reach, pad.data()};
+      kDotMany[m](rows, tab, G, w8.data(), step.data(), c0.data(), out + j0 * out_stride,
+                  out_stride);
     }
     return;
   }

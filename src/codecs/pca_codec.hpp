@@ -60,8 +60,12 @@ class PcaCodec final : public store::RowCodec {
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
   /// In the latent space: the query is projected on the kept components once (q'_j = basis_j . q,
-  /// reused while the same query comes back, per thread), then each row costs k multiply-adds
-  /// on its codes: row . q = mean . q + sum_j (min_j + code_j scale_j) q'_j.
+  /// reused while the same query comes back, per thread), then each row costs k integer
+  /// multiply-adds on its codes: row . q = mean . q + sum_j (min_j + code_j scale_j) q'_j, with
+  /// the chunk's weights scale_j q'_j rounded to 16-bit levels (the codes moved up to 8 bits, so
+  /// every component gets the same relative precision: an error of at most half a level per
+  /// unit of shifted code, under 255 k step / 2 with step = max_j |scale_j q'_j 2^(b_j - 8)| /
+  /// 32767) and summed exactly, so every path gives the same bits in any order.
   void dot_rows(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
                 float* out) const override;
   /// Weighted codes summed per component (k per row), then un-projected once per call:
@@ -84,8 +88,8 @@ class PcaCodec final : public store::RowCodec {
                         int64_t lat_stride) const override;
   /// The latent kernels' arithmetic in plain scalar code, the yardstick the vector paths (AVX2,
   /// and the 512-bit ones where the target has AVX-512 VBMI) equal bit for bit.
-  /// dot_rows_lanes_ref: eight lane sums per row, lane l over components l, l + 8, ... in order
-  /// with one fused multiply-add each, then c0 + ((s0 + s1) + (s2 + s3)), s_l = acc_l + acc_l+4.
+  /// dot_rows_lanes_ref: per row the exact integer sum_j level_j (code_j << shift_j), then one
+  /// fused multiply-add: c0 + step * sum (score_weights gives the levels and step).
   /// axpy_latent_ref: lat_j += w_t code_tj, rows in order, then each component's affine map.
   void dot_rows_lanes_ref(const uint8_t* params, const uint8_t* codes, int64_t n, const float* q,
                           float* out) const;
@@ -122,14 +126,21 @@ class PcaCodec final : public store::RowCodec {
   void take_model(const std::vector<uint8_t>& header);
   /// The shuffle-unpack tables (group_*) from bit_off_ and widths_.
   void build_groups();
+  /// The scores' 512-bit unit tables (unit_*) from bit_off_ and widths_.
+  void build_units();
   /// This chunk's dequantizer: mins[j], scales[j].
   void chunk_ranges(const uint8_t* params, float* mins, float* scales) const;
   /// A query against one chunk: returns c0 = mean . q + sum_j min_j (basis_j . q) and fills
   /// w[j] = scale_j (basis_j . q); the projections are memoized per thread in memo slot `slot`.
   float chunk_query(const float* q, int64_t slot, const float* mins, const float* scales,
                     float* w) const;
-  /// out[t] = c0 + sum_j wj[j] code_tj in the eight-lane order (scalar: in plain code).
-  void row_dots(const uint8_t* codes, int64_t n, float c0, const float* wj, float* out,
+  /// A query's weights w[0, k) as integer levels: a[j] = round(w[j] 2^-shift_j / step),
+  /// |a[j]| <= score_levels_, step = max_j |w[j] 2^-shift_j| / score_levels_ (returned; NaN when
+  /// a weight is not finite, 0 when every weight is 0).
+  float score_weights(const float* w, int16_t* a) const;
+  /// out[t] = fma(step, sum_j a[j] (code_tj << shift_j), c0), the sum exact in 32-bit integers
+  /// (scalar: in plain code).
+  void row_dots(const uint8_t* codes, int64_t n, float c0, float step, const int16_t* a, float* out,
                 bool scalar) const;
   /// lat[j] += sum_t w_t code_tj, rows in order (scalar: in plain code).
   void code_sums(const uint8_t* codes, int64_t n, const float* w, float* lat, bool scalar) const;
@@ -156,19 +167,32 @@ class PcaCodec final : public store::RowCodec {
   std::vector<uint8_t> group_shuf_;   // [G * 32] byte shuffle control (per 128-bit half)
   std::vector<int32_t> group_shift_;  // [G * 8], or [2 ceil(G / 2) * 8]
   std::vector<int32_t> group_mask_;   // likewise
-  // The same unpack in 16 lanes (the 512-bit kernels; built only where the target has AVX-512
-  // VBMI): a 64-byte load from the window, a byte permutation, then group_shift_ / group_mask_.
-  //   scores, two rows per register: lanes 0-7 group g of row t, lanes 8-15 group g of row
-  //   t + 1 (bytes rb further), possible when rb + 9 <= 64 (pair_rows_);
-  //   value sums, two groups per register: lanes 0-7 group 2p, lanes 8-15 group 2p + 1 of one
-  //   row, both read from group 2p's window (gpair_win_).
-  // *_whole_: the window is the row pair (scores, 2 rb <= 64) or the row (sums, rb < 64), read
-  // once for every group; the group's offset is then in its permutation and its window is 0.
-  // state_bytes counts these tables with the rest.
+  // The value sums' unpack in 16 lanes (the 512-bit kernels; built only where the target has
+  // AVX-512 VBMI): a 64-byte load from the window, a byte permutation, then group_shift_ /
+  // group_mask_; two groups per register: lanes 0-7 group 2p, lanes 8-15 group 2p + 1 of one
+  // row, both read from group 2p's window (gpair_win_). gpair_whole_: the row fits 64 bytes
+  // (rb < 64) and is read once for every pair (the pair's offset is then in its permutation).
   //   pair_groups_: G >= 2 (one group keeps the eight-lane value sums; no gpair tables).
-  bool pair_rows_ = false, pair_groups_ = false, rpair_whole_ = false, gpair_whole_ = false;
-  std::vector<int32_t> rpair_win_;                  // [G] (empty unless pair_rows_)
-  std::vector<uint8_t> rpair_idx_;                  // [G * 64] (likewise)
+  // The scores' integer form (every path): code j moved up to 8 bits, code_j << shift_j with
+  // shift_j = 8 - b_j, against a level per component: level_j = round(w_j 2^-shift_j / step),
+  // step = max_j |w_j 2^-shift_j| / score_levels_ (w_j = scale_j q'_j), so that every
+  // component's weight is as fine, relative to what its codes can add, as the largest one's, and
+  // sum_j |level_j| (code_j << shift_j) <= score_levels_ 255 k < 2^31.
+  // The scores' unpack (512-bit kernels): units of four components (codes 4u .. 4u + 3), each the
+  // four 16-bit lanes of one 64-bit lane. A register holds units 4z .. 4z + 3 of row t (low
+  // half) and of row t + 1: a byte permutation of a 64-byte window puts each unit's 8 bytes
+  // from its first code's byte in its 64-bit lane, a multishift takes each code's byte from its
+  // bit offset - shift_j, a mask keeps the code's bits. The window is the row pair (unit_whole_,
+  // 2 rb <= 64) or starts at unit 4z's byte of row t; unit_pairs_: every register's bytes fit
+  // its window. state_bytes counts these tables with the rest.
+  bool pair_groups_ = false, gpair_whole_ = false, unit_pairs_ = false, unit_whole_ = false;
+  std::vector<int32_t> unit_win_;   // [Z], Z = ceil(k / 16) (empty unless unit_pairs_)
+  std::vector<uint8_t> unit_idx_;   // [Z * 32] byte permutation of row t's half (+ rb: t + 1's)
+  std::vector<uint8_t> unit_ctl_;   // [Z * 32] multishift control (one half; both use it)
+  std::vector<uint8_t> unit_mask_;  // [Z * 32] code masks (the high byte of each lane is 0)
+  int32_t score_levels_ = 32767;
+  std::vector<uint8_t> score_shift_;                // [k] 8 - b_j
+  std::vector<float> score_unshift_;                // [k] 2^-shift_j
   std::vector<int32_t> gpair_win_;                  // [P], P = ceil(G / 2)
   std::vector<uint8_t> gpair_idx_;                  // [P * 64]
   std::vector<float> own_mean_, own_basis_;         // local model: [D], [k, D]
