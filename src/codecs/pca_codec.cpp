@@ -355,13 +355,10 @@ void PcaCodec::chunk_ranges(const uint8_t* params, float* mins, float* scales) c
     }
     return;
   }
-  // (min, scale) pairs as stored, de-interleaved
-  thread_local std::vector<float> pairs;
-  pairs.resize(static_cast<size_t>(2 * k));
-  std::memcpy(pairs.data(), params, static_cast<size_t>(8 * k));
+  // (min, scale) pairs as stored, de-interleaved (unaligned: read byte-wise by memcpy)
   for (int64_t j = 0; j < k; ++j) {
-    mins[j] = pairs[static_cast<size_t>(2 * j)];
-    scales[j] = pairs[static_cast<size_t>(2 * j + 1)];
+    std::memcpy(mins + j, params + 8 * j, 4);
+    std::memcpy(scales + j, params + 8 * j + 4, 4);
   }
 }
 
@@ -685,11 +682,8 @@ void axpy_pair_runs(const uint8_t* codes, int64_t n, int64_t rb, const float* w,
 inline void fill_unit_levels(const int16_t* a, int64_t k, int64_t Z, int16_t* lv) {
   for (int64_t z = 0; z < Z; ++z) {
     const int64_t m = std::min<int64_t>(16, k - 16 * z);
-    for (int half = 0; half < 2; ++half) {
-      int16_t* to = lv + 32 * z + 16 * half;
-      std::copy_n(a + 16 * z, m, to);
-      std::fill(to + m, to + 16, int16_t{0});
-    }
+    const __m256i v = _mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << m) - 1u), a + 16 * z);
+    _mm512_storeu_si512(lv + 32 * z, _mm512_broadcast_i64x4(v));
   }
 }
 
@@ -728,15 +722,12 @@ float PcaCodec::chunk_query(const float* q, int64_t slot, const float* mins, con
     memo.model = model_id_;
     memo.q.assign(q, q + D);
     memo.proj.resize(static_cast<size_t>(k));
-    for (int64_t j = 0; j < k; ++j) {
-      const float* bj = basis_rows_[static_cast<size_t>(j)];
-      float s = 0.0f;
-      for (int64_t d = 0; d < D; ++d) s = madd(bj[d], q[d], s);
-      memo.proj[static_cast<size_t>(j)] = s;
-    }
-    float m = 0.0f;
-    for (int64_t d = 0; d < D; ++d) m = madd(mean_[d], q[d], m);
-    memo.mean_dot = m;
+    // 16 lanes per dot (lane_dot16: the same bits with or without AVX-512), not one chain of D
+    // dependent multiply-adds: decode projects every new query once per KV head and layer, and
+    // k chains of D = 64 took about 5 µs a query (5% of a Q4_K kvtc step at 4096, perf).
+    for (int64_t j = 0; j < k; ++j)
+      memo.proj[static_cast<size_t>(j)] = lane_dot16(basis_rows_[static_cast<size_t>(j)], q, D);
+    memo.mean_dot = lane_dot16(mean_, q, D);
   }
   // c0 = mean . q + sum_j min_j q'_j, w_j = scale_j q'_j. The sum runs in 16 lanes (component j
   // in lane j % 16, the last group padded with zero products), the lanes added pairwise in a

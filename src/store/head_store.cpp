@@ -1,8 +1,12 @@
 #include "store/head_store.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <numeric>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "store/buffers.hpp"
 #include "store/row_kernels.hpp"
@@ -351,6 +355,41 @@ void HeadStore::settle() {
   }
 }
 
+namespace {
+
+// How many of locs[0, limit) continue locs[0]'s run: the same chunk, rows locs[0].row + m. The
+// (chunk, row) pairs are compared as 64-bit words, eight at a time where AVX-512 is there
+// (decode scans every cached row of a chunked store twice per head and step).
+template <class Loc>
+int64_t run_length(const Loc* locs, int64_t limit) {
+  static_assert(sizeof(Loc) == 8, "Loc: two 32-bit fields");
+  const auto word = [](int32_t chunk, int32_t row) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(chunk)) |
+           (static_cast<uint64_t>(static_cast<uint32_t>(row)) << 32);
+  };
+  const uint64_t base = word(locs[0].chunk, locs[0].row);
+  int64_t m = 1;
+#if defined(__AVX512F__)
+  const __m512i lanes = _mm512_slli_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), 32);
+  for (; m + 8 <= limit; m += 8) {
+    uint64_t got[8];
+    std::memcpy(got, locs + m, sizeof(got));
+    const __m512i want = _mm512_add_epi64(
+        _mm512_set1_epi64(static_cast<long long>(base + (static_cast<uint64_t>(m) << 32))), lanes);
+    const auto eq = static_cast<unsigned>(_mm512_cmpeq_epi64_mask(_mm512_loadu_si512(got), want));
+    if (eq != 0xFFu) return m + std::countr_one(eq);
+  }
+#endif
+  for (; m < limit; ++m) {
+    uint64_t got;
+    std::memcpy(&got, locs + m, sizeof(got));
+    if (got != base + (static_cast<uint64_t>(m) << 32)) break;
+  }
+  return m;
+}
+
+}  // namespace
+
 template <typename Fn>
 void HeadStore::for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const {
   VQ_CHECK(first >= 0 && n >= 0 && first + n <= size(), InvalidArgument, "HeadStore: rows [", first,
@@ -370,12 +409,7 @@ void HeadStore::for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const {
     const Loc l = loc_[static_cast<size_t>(first + i)];
     // window rows are contiguous only within one page
     const int64_t limit = l.chunk < 0 ? std::min(n - i, pool.run(l.row)) : n - i;
-    int64_t m = 1;
-    while (m < limit) {
-      const Loc o = loc_[static_cast<size_t>(first + i + m)];
-      if (o.chunk != l.chunk || o.row != l.row + m) break;
-      ++m;
-    }
+    const int64_t m = run_length(loc_.data() + first + i, limit);
     if (l.chunk < 0) {
       fn(nullptr, pool.row(l.row), true, i, m);
     } else {
