@@ -355,8 +355,18 @@ void PcaCodec::chunk_ranges(const uint8_t* params, float* mins, float* scales) c
     }
     return;
   }
-  // (min, scale) pairs as stored, de-interleaved (unaligned: read byte-wise by memcpy)
-  for (int64_t j = 0; j < k; ++j) {
+  // (min, scale) pairs as stored, de-interleaved (unaligned: loadu, or byte-wise by memcpy)
+  int64_t j0 = 0;
+#if defined(__AVX512F__)
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (; j0 + 16 <= k; j0 += 16) {
+    const __m512 a = _mm512_loadu_ps(params + 8 * j0), b = _mm512_loadu_ps(params + 8 * j0 + 64);
+    _mm512_storeu_ps(mins + j0, _mm512_permutex2var_ps(a, even, b));
+    _mm512_storeu_ps(scales + j0, _mm512_permutex2var_ps(a, odd, b));
+  }
+#endif
+  for (int64_t j = j0; j < k; ++j) {
     std::memcpy(mins + j, params + 8 * j, 4);
     std::memcpy(scales + j, params + 8 * j + 4, 4);
   }
@@ -602,17 +612,24 @@ void unit_dots_many(const uint8_t* codes, int64_t n, int64_t rb, const UnitTable
   static_assert(NQ <= 4, "at most 16 accumulators");
   constexpr int NR = 4;
   const uint8_t* end = codes + n * rb;
-  // a step's last window ends at most (2 NR - 1) rb + win[Z - 1] + 64 bytes from its first row
+  // a step's last window ends at most (2 NR - 1) rb + win[Z - 1] + 64 bytes from its first row;
+  // steps nearer the end read through masked loads (the integer sums are the same bits either way)
   const int64_t reach = 2 * (NR - 1) * rb + tab.win[Z - 1] + 64;
   int64_t t = 0;
-  if (tab.whole) {
-    for (; t + 2 * NR <= n && t * rb + reach <= n * rb; t += 2 * NR)
+  for (; t + 2 * NR <= n; t += 2 * NR) {
+    const bool inside = t * rb + reach <= n * rb;
+    if (tab.whole && inside)
       unit_dots_step<NQ, NR, true, true>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
                                          out_stride, 2 * NR);
-  } else {
-    for (; t + 2 * NR <= n && t * rb + reach <= n * rb; t += 2 * NR)
+    else if (tab.whole)
+      unit_dots_step<NQ, NR, false, true>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
+                                          out_stride, 2 * NR);
+    else if (inside)
       unit_dots_step<NQ, NR, true, false>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
                                           out_stride, 2 * NR);
+    else
+      unit_dots_step<NQ, NR, false, false>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
+                                           out_stride, 2 * NR);
   }
   for (; t < n; t += 2)  // the last rows, a pair at a time (an odd last row: zeros beside it)
     unit_dots_step<NQ, 1, false, false>(codes + t * rb, rb, end, tab, Z, lv, step, c0, out + t,
