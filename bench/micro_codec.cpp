@@ -89,31 +89,47 @@ BENCHMARK(BM_Unproject)->Arg(32)->Arg(64)->Arg(128)->Unit(benchmark::kMicrosecon
 // One decode step of grouped-query attention on the codes (what Engine::attend_head asks of a
 // store): 4 query heads against one KV head of n = 4096 rows, D = 64, scores then weighted
 // values, for the cache spec of the argument (0 = full, 1 = kvtc default, 2 = q8_0).
-void BM_GqaAttention(benchmark::State& state) {
-  constexpr int64_t n = 4096, D = 64, nq = 4;
-  const char* specs[] = {"full", "kvtc", "q8_0"};
-  const auto k = vq::bench::realistic_kv(n, D, 5, true),
-             v = vq::bench::realistic_kv(n, D, 6, false);
-  auto cache = vq::make_cache(specs[state.range(0)], D);
-  cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D),
-                vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
-  const vq::store::RowSource& K = cache->keys(0, 0);
-  const vq::store::RowSource& V = cache->values(0, 0);
-  std::vector<float> qs(k.end() - nq * D, k.end()), scores(static_cast<size_t>(nq * n)),
-      out(static_cast<size_t>(nq * D));
-  const int64_t part = state.range(1);  // 0: both, 1: scores only, 2: value sums only
-  for (float& s : scores) s = 1.0f / static_cast<float>(n);
-  for (auto _ : state) {
-    if (part != 2) K.dot_many(0, n, qs.data(), nq, scores.data(), n);
-    if (part == 0)
-      for (float& s : scores) s = 1.0f / static_cast<float>(n);
+struct GqaCase {
+  static constexpr int64_t n = 4096, D = 64, nq = 4;
+  static constexpr const char* specs[] = {"full", "kvtc", "q8_0"};
+  std::vector<float> k = vq::bench::realistic_kv(n, D, 5, true),
+                     v = vq::bench::realistic_kv(n, D, 6, false);
+  std::unique_ptr<vq::KVCache> cache;
+  std::vector<float> scores = std::vector<float>(static_cast<size_t>(nq * n)),
+                     out = std::vector<float>(static_cast<size_t>(nq * D));
+  explicit GqaCase(int64_t spec) : cache(vq::make_cache(specs[spec], D)) {
+    cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D),
+                  vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
+  }
+  // query set s: the last rows of the keys (set 1 the nq rows before set 0's)
+  std::vector<float> queries(int64_t s) const {
+    return std::vector<float>(k.end() - (s + 1) * nq * D, k.end() - s * nq * D);
+  }
+  const vq::store::RowSource& keys() const { return cache->keys(0, 0); }
+  const vq::store::RowSource& values() const { return cache->values(0, 0); }
+  void uniform_scores() {
+    for (float& s : scores) s = 1.0f / static_cast<float>(n);
+  }
+  void value_sums() {
     std::fill(out.begin(), out.end(), 0.0f);
-    if (part != 1) V.accumulate_many(0, n, scores.data(), n, nq, out.data());
-    benchmark::DoNotOptimize(out.data());
-    benchmark::DoNotOptimize(scores.data());
+    values().accumulate_many(0, n, scores.data(), n, nq, out.data());
+  }
+};
+
+void BM_GqaAttention(benchmark::State& state) {
+  GqaCase c(state.range(0));
+  const std::vector<float> qs = c.queries(0);
+  const int64_t part = state.range(1);  // 0: both, 1: scores only, 2: value sums only
+  c.uniform_scores();
+  for (auto _ : state) {
+    if (part != 2) c.keys().dot_many(0, c.n, qs.data(), c.nq, c.scores.data(), c.n);
+    if (part == 0) c.uniform_scores();
+    if (part != 1) c.value_sums();
+    benchmark::DoNotOptimize(c.out.data());
+    benchmark::DoNotOptimize(c.scores.data());
   }
   const char* parts[] = {"", " scores", " values"};
-  state.SetLabel(std::string(specs[state.range(0)]) + parts[part]);
+  state.SetLabel(std::string(GqaCase::specs[state.range(0)]) + parts[part]);
 }
 BENCHMARK(BM_GqaAttention)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
 
@@ -121,27 +137,16 @@ BENCHMARK(BM_GqaAttention)->ArgsProduct({{0, 1, 2}, {0, 1, 2}})->Unit(benchmark:
 // cache prepares per query (the PCA family's projection on its kept components) is paid each
 // step here, where BM_GqaAttention's repeated queries find it memoized.
 void BM_GqaAttentionNewQueries(benchmark::State& state) {
-  constexpr int64_t n = 4096, D = 64, nq = 4;
-  const char* specs[] = {"full", "kvtc", "q8_0"};
-  const auto k = vq::bench::realistic_kv(n, D, 5, true),
-             v = vq::bench::realistic_kv(n, D, 6, false);
-  auto cache = vq::make_cache(specs[state.range(0)], D);
-  cache->update(vq::Tensor::from_fp32(k.data(), 1, 1, n, D),
-                vq::Tensor::from_fp32(v.data(), 1, 1, n, D));
-  const vq::store::RowSource& K = cache->keys(0, 0);
-  const vq::store::RowSource& V = cache->values(0, 0);
-  const std::vector<float> sets[2] = {std::vector<float>(k.end() - nq * D, k.end()),
-                                      std::vector<float>(k.end() - 2 * nq * D, k.end() - nq * D)};
-  std::vector<float> scores(static_cast<size_t>(nq * n)), out(static_cast<size_t>(nq * D));
+  GqaCase c(state.range(0));
+  const std::vector<float> sets[2] = {c.queries(0), c.queries(1)};
   int64_t it = 0;
   for (auto _ : state) {
-    K.dot_many(0, n, sets[it++ % 2].data(), nq, scores.data(), n);
-    for (float& s : scores) s = 1.0f / static_cast<float>(n);
-    std::fill(out.begin(), out.end(), 0.0f);
-    V.accumulate_many(0, n, scores.data(), n, nq, out.data());
-    benchmark::DoNotOptimize(out.data());
+    c.keys().dot_many(0, c.n, sets[it++ % 2].data(), c.nq, c.scores.data(), c.n);
+    c.uniform_scores();
+    c.value_sums();
+    benchmark::DoNotOptimize(c.out.data());
   }
-  state.SetLabel(specs[state.range(0)]);
+  state.SetLabel(GqaCase::specs[state.range(0)]);
 }
 BENCHMARK(BM_GqaAttentionNewQueries)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 }  // namespace
