@@ -484,10 +484,9 @@ void axpy_groups(const Rows& rows, const float* w, const GroupTables& tab, int64
 #endif
 
 #if defined(VQ_PCA_WIDE)
-// 16-lane unpack tables (PcaCodec's rpair_* or gpair_*): entry e's window start and its 64-byte
-// permutation; the shifts and masks are the eight-lane tables' (PcaCodec's group_*): the
-// value sums' pair p reads 16 of them from 16 p (groups 2p, 2p + 1), the scores' group g reads
-// group g's eight into both halves.
+// The value sums' 16-lane unpack tables (PcaCodec's gpair_*): entry e's window start and its
+// 64-byte permutation; the shifts and masks are the eight-lane tables' (PcaCodec's group_*):
+// pair p reads 16 of them from 16 p (groups 2p, 2p + 1). (The scores use UnitTables below.)
 struct WideTables {
   const int32_t* win;
   const uint8_t* idx;
