@@ -189,6 +189,7 @@ void HeadStore::drop_chunk_row(int32_t c, int32_t row) {
     ch.codes[kv].resize(static_cast<size_t>(ch.n * codec_[kv]->row_bytes()));
     maybe_shrink(ch.codes[kv]);
   }
+  ch.stored.reset();
 }
 
 void HeadStore::remove(int64_t slot) {
@@ -264,6 +265,7 @@ void HeadStore::encode_chunk(const std::vector<int32_t>& rows) {
     cd.encode(buf.data(), n, ch.params[kv].empty() ? nullptr : ch.params[kv].data(),
               ch.codes[kv].data());
   }
+  ch.stored.reset();
   ch.n = n;
   ch.owner.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
@@ -552,9 +554,16 @@ StoreBytes HeadStore::bytes() const {
     for (int kv = 0; kv < 2; ++kv) {
       b.content += cap_bytes(ch.codes[kv]);
       b.params += cap_bytes(ch.params[kv]);
-      b.stored += codec_[kv]->stored_chunk_bytes(
-          ch.params[kv].empty() ? nullptr : ch.params[kv].data(), ch.codes[kv].data(), ch.n);
     }
+    int64_t stored = ch.stored.bytes.load(std::memory_order_relaxed);
+    if (stored < 0) {
+      stored = 0;
+      for (int kv = 0; kv < 2; ++kv)
+        stored += codec_[kv]->stored_chunk_bytes(
+            ch.params[kv].empty() ? nullptr : ch.params[kv].data(), ch.codes[kv].data(), ch.n);
+      ch.stored.bytes.store(stored, std::memory_order_relaxed);
+    }
+    b.stored += stored;
   }
   return b;
 }

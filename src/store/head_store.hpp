@@ -10,6 +10,7 @@
 // the caller's buffer, and bytes() adds up the capacities of the buffers it owns.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -94,10 +95,27 @@ class HeadStore {
     int32_t chunk = -1;  // -1: the pool
     int32_t row = 0;
   };
+  /// A chunk's size in storage form, keys and values (RowCodec::stored_chunk_bytes: an
+  /// entropy-coding pass over its rows), computed when bytes() first asks and kept until the
+  /// chunk's rows change; -1 until then. Without it every bytes() call coded every chunk again, and
+  /// a caller that samples stats() per token (eval) spent time quadratic in the context on it.
+  /// Atomic because bytes() is const and may run on several threads at once (they store the same
+  /// number).
+  struct StoredSize {
+    mutable std::atomic<int64_t> bytes{-1};
+    StoredSize() = default;
+    StoredSize(const StoredSize& o) : bytes(o.bytes.load(std::memory_order_relaxed)) {}
+    StoredSize& operator=(const StoredSize& o) {
+      bytes.store(o.bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      return *this;
+    }
+    void reset() { bytes.store(-1, std::memory_order_relaxed); }
+  };
   struct Chunk {
     std::vector<uint8_t> params[2], codes[2];
     std::vector<int32_t> owner;  // slot of each row
     int64_t n = 0;
+    StoredSize stored;
   };
   class Source;
 

@@ -18,6 +18,7 @@
 #include "coding/ggml_blocks.hpp"
 #include "core/rng.hpp"
 #include "store/row_codec.hpp"
+#include "store_util.hpp"
 #include "transform/family_coders.hpp"
 #include "transform/method_common.hpp"
 #include "transform/pca_coder.hpp"
@@ -780,6 +781,40 @@ TEST(GearCodec, ErrorIsCloseToTheStorageCoders) {
     std::printf("[gear] D=%lld resident %.4f storage %.4f\n", static_cast<long long>(D), e, er);
     EXPECT_LE(e, er * 1.1);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A store keeps each chunk's storage-form size once bytes() has computed it, until the chunk's
+// rows change. A cache asked for its stats after every token must therefore report what an
+// identical cache asked only once, at the end, reports, through evictions that take rows out of
+// encoded chunks and through new chunks.
+TEST(StoreBytes, KeptStoredSizesFollowEvictionsFromChunks) {
+  const int64_t D = 16, H = 2, T = 160;
+  // recent=8: the newest tokens stay, so the evicted ones are older rows, held in chunks
+  const std::string spec = "h2o:budget=40,recent=8+kvtc:bit_budget=32,chunk_tokens=8";
+  auto asked = vq::make_cache(spec, D), once = vq::make_cache(spec, D);
+  const std::vector<float> k = kv_rows(T * H, D, 11), v = kv_rows(T * H, D, 12);
+  double last = -1;
+  int changes = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    vq::Tensor K(1, H, 1, D), V(1, H, 1, D);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t d = 0; d < D; ++d) {
+        K.row(0, h, 0)[d] = k[static_cast<size_t>((t * H + h) * D + d)];
+        V.row(0, h, 0)[d] = v[static_cast<size_t>((t * H + h) * D + d)];
+      }
+    asked->update(K, V);
+    once->update(K, V);
+    const double stored = asked->stats().stored_bytes;
+    if (t >= 40 && stored != last) ++changes;  // at the budget: rows leave chunks
+    last = stored;
+  }
+  ASSERT_GT(changes, 0) << "the stored size never moved once the cache was full";
+  EXPECT_DOUBLE_EQ(asked->stats().stored_bytes, once->stats().stored_bytes);
+  EXPECT_GT(storetest::head_store(*asked).bytes().chunks, 0);
 }
 
 }  // namespace
