@@ -126,14 +126,14 @@ std::vector<uint8_t> store_float_rows(FloatRows t, const std::vector<float>& x, 
 // float_dot_rows_many / float_axpy_rows_many (a query group in one pass over the rows) give
 // every query the bits the one-query kernels give it, at head dims with and without 8- and
 // 32-value tails (and, for the AVX-512 group kernels, multiples of 16 and 32 that leave every
-// span of 16-value groups), row counts past one and two blocks of eight, and query counts that
-// leave every group size.
+// span of 16-value groups), row counts that leave the group kernels' blocks of 16 and 8 rows and
+// single rows, and query counts that leave every group size.
 TEST(AttentionKernels, FloatRowsManyEqualOneQueryAtATime) {
   for (const FloatCase& fc : kFloat)
     for (int64_t D : {int64_t{5}, int64_t{8}, int64_t{20}, int64_t{40}, int64_t{48}, int64_t{64},
                       int64_t{80}, int64_t{96}, int64_t{128}, int64_t{131}})
       for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}})
-        for (int64_t n : {int64_t{11}, int64_t{19}}) {
+        for (int64_t n : {int64_t{11}, int64_t{19}, int64_t{43}}) {
           SCOPED_TRACE(std::string(fc.name) + " D=" + std::to_string(D) +
                        " nq=" + std::to_string(nq) + " n=" + std::to_string(n));
           const int64_t stride_out = n + 2;
@@ -235,37 +235,40 @@ void randomize_codes(GgmlType t, int64_t block, uint8_t* p, int64_t blocks, uint
 
 // ggml_dot_rows_many / ggml_axpy_rows_many (a KV head's query group in one pass over q8_0 /
 // q4_0 rows) give every query the bits of the one-query kernels, at every block size, with
-// query counts that leave every group size.
+// query counts that leave every group size, the head dims the kernels are compiled for (64, 128)
+// and others, and row counts inside and past the AVX-512 q8_0 kernel's blocks of 16 rows.
 TEST(AttentionKernels, GgmlBlocksManyEqualOneQueryAtATime) {
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0})
     for (int64_t block : {int64_t{32}, int64_t{16}, int64_t{8}})
-      for (int64_t D : {block, int64_t{96}, int64_t{128}})
-        for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{6}}) {
-          SCOPED_TRACE(std::string(t == GgmlType::Q8_0 ? "q8_0" : "q4_0") +
-                       " block=" + std::to_string(block) + " D=" + std::to_string(D) +
-                       " nq=" + std::to_string(nq));
-          const int64_t n = 11, so = n + 2;
-          const auto x = randn(n * D, 900 + D + block, 2.0);
-          const auto qs = randn(nq * D, 910 + D + nq);
-          const auto w = randn(nq * so, 920 + nq, 0.3);
-          std::vector<float> dec;
-          auto buf = quantize_rows(t, block, x, n, D, 1, dec);
-          const int64_t rb = D / block * vq::coding::ggml_block_bytes(t, block);
-          const uint8_t* rows = buf.data() + 1;
-          std::vector<float> many(static_cast<size_t>(nq * so), -1.0f), one(many);
-          vq::coding::ggml_dot_rows_many(t, block, rows, rb, n, D, qs.data(), nq, many.data(), so);
-          for (int64_t j = 0; j < nq; ++j)
-            vq::coding::ggml_dot_rows(t, block, rows, rb, n, D, qs.data() + j * D,
-                                      one.data() + j * so);
-          EXPECT_TRUE(same_bits(many.data(), one.data(), nq * so)) << "dot";
-          const auto acc0 = randn(nq * D, 930 + D, 0.1);
-          std::vector<float> am = acc0, ao = acc0;
-          vq::coding::ggml_axpy_rows_many(t, block, rows, rb, n, D, w.data(), so, nq, am.data());
-          for (int64_t j = 0; j < nq; ++j)
-            vq::coding::ggml_axpy_rows(t, block, rows, rb, n, D, w.data() + j * so,
-                                       ao.data() + j * D);
-          EXPECT_TRUE(same_bits(am.data(), ao.data(), nq * D)) << "axpy";
-        }
+      for (int64_t D : {block, int64_t{64}, int64_t{96}, int64_t{128}})
+        for (int64_t nq : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{6}})
+          for (int64_t n : {int64_t{11}, int64_t{37}}) {
+            SCOPED_TRACE(std::string(t == GgmlType::Q8_0 ? "q8_0" : "q4_0") +
+                         " block=" + std::to_string(block) + " D=" + std::to_string(D) +
+                         " nq=" + std::to_string(nq) + " n=" + std::to_string(n));
+            const int64_t so = n + 2;
+            const auto x = randn(n * D, 900 + D + block, 2.0);
+            const auto qs = randn(nq * D, 910 + D + nq);
+            const auto w = randn(nq * so, 920 + nq, 0.3);
+            std::vector<float> dec;
+            auto buf = quantize_rows(t, block, x, n, D, 1, dec);
+            const int64_t rb = D / block * vq::coding::ggml_block_bytes(t, block);
+            const uint8_t* rows = buf.data() + 1;
+            std::vector<float> many(static_cast<size_t>(nq * so), -1.0f), one(many);
+            vq::coding::ggml_dot_rows_many(t, block, rows, rb, n, D, qs.data(), nq, many.data(),
+                                           so);
+            for (int64_t j = 0; j < nq; ++j)
+              vq::coding::ggml_dot_rows(t, block, rows, rb, n, D, qs.data() + j * D,
+                                        one.data() + j * so);
+            EXPECT_TRUE(same_bits(many.data(), one.data(), nq * so)) << "dot";
+            const auto acc0 = randn(nq * D, 930 + D, 0.1);
+            std::vector<float> am = acc0, ao = acc0;
+            vq::coding::ggml_axpy_rows_many(t, block, rows, rb, n, D, w.data(), so, nq, am.data());
+            for (int64_t j = 0; j < nq; ++j)
+              vq::coding::ggml_axpy_rows(t, block, rows, rb, n, D, w.data() + j * so,
+                                         ao.data() + j * D);
+            EXPECT_TRUE(same_bits(am.data(), ao.data(), nq * D)) << "axpy";
+          }
 }
 
 TEST(AttentionKernels, GgmlBlocksMatchRefAndDequantizeThenAttend) {
