@@ -407,21 +407,8 @@ void q8_dot_rows16(const uint8_t* rows, int64_t stride, int64_t n, int64_t Drun,
     }
   };
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 y[4][NQ];
-    for (int g = 0; g < 4; ++g) {
-      const uint8_t* r = rows + (i + 4 * g) * stride;
-      __m512 t0[NQ], t1[NQ], t2[NQ], t3[NQ];
-      lanes(r, t0);
-      lanes(r + stride, t1);
-      lanes(r + 2 * stride, t2);
-      lanes(r + 3 * stride, t3);
-      for (int j = 0; j < NQ; ++j) y[g][j] = simd::reduce_rows4(t0[j], t1[j], t2[j], t3[j]);
-    }
-    for (int j = 0; j < NQ; ++j)
-      _mm512_storeu_ps(out + j * out_stride + i,
-                       simd::reduce_rows16(y[0][j], y[1][j], y[2][j], y[3][j]));
-  }
+  for (; i + 16 <= n; i += 16)
+    simd::sum_rows16<NQ>(lanes, rows + i * stride, stride, out + i, out_stride);
   if (i == n) return;
   // the last rows, with zero rows beside them
   const int64_t m = n - i;

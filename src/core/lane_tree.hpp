@@ -10,6 +10,8 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace vq::simd {
 
 /// Levels 1-2 of four rows' lanes: 128-bit quarter i of the result holds row i's four
@@ -36,6 +38,25 @@ inline __m512 reduce_rows16(__m512 y0, __m512 y1, __m512 y2, __m512 y3) {
                                  _mm512_shuffle_ps(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
   return _mm512_permutexvar_ps(
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), s);
+}
+
+/// The sums of rows [0, 16) at rows + r * stride for NQ queries: lanes(row, t) fills t[NQ] with a
+/// row's 16-lane partial sums; query j's 16 results go to out + j * out_stride.
+template <int NQ, typename Lanes>
+[[gnu::always_inline]] inline void sum_rows16(const Lanes& lanes, const uint8_t* rows,
+                                              int64_t stride, float* out, int64_t out_stride) {
+  __m512 y[4][NQ];
+  for (int g = 0; g < 4; ++g) {
+    const uint8_t* r = rows + 4 * g * stride;
+    __m512 t0[NQ], t1[NQ], t2[NQ], t3[NQ];
+    lanes(r, t0);
+    lanes(r + stride, t1);
+    lanes(r + 2 * stride, t2);
+    lanes(r + 3 * stride, t3);
+    for (int j = 0; j < NQ; ++j) y[g][j] = reduce_rows4(t0[j], t1[j], t2[j], t3[j]);
+  }
+  for (int j = 0; j < NQ; ++j)
+    _mm512_storeu_ps(out + j * out_stride, reduce_rows16(y[0][j], y[1][j], y[2][j], y[3][j]));
 }
 
 }  // namespace vq::simd

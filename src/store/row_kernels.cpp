@@ -318,21 +318,8 @@ void dot_many_group32(const uint8_t* rows, int64_t stride, int64_t n, int64_t Dr
                            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t[j]), 1)));
   };
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 y[4][NQ];
-    for (int m = 0; m < 4; ++m) {
-      const uint8_t* r = rows + (i + 4 * m) * stride;
-      __m512 t0[NQ], t1[NQ], t2[NQ], t3[NQ];
-      lanes16(r, t0);
-      lanes16(r + stride, t1);
-      lanes16(r + 2 * stride, t2);
-      lanes16(r + 3 * stride, t3);
-      for (int j = 0; j < NQ; ++j) y[m][j] = simd::reduce_rows4(t0[j], t1[j], t2[j], t3[j]);
-    }
-    for (int j = 0; j < NQ; ++j)
-      _mm512_storeu_ps(out + j * out_stride + i,
-                       simd::reduce_rows16(y[0][j], y[1][j], y[2][j], y[3][j]));
-  }
+  for (; i + 16 <= n; i += 16)
+    simd::sum_rows16<NQ>(lanes16, rows + i * stride, stride, out + i, out_stride);
   for (; i + 8 <= n; i += 8) {
     __m256 v[8][NQ];
     for (int k = 0; k < 8; ++k) lanes8(rows + (i + k) * stride, v[k]);
