@@ -737,7 +737,8 @@ template <int NQ>
 void unit_dots_any(const uint8_t* codes, int64_t n, int64_t rb, const UnitTables& tab, int64_t Z,
                    const int16_t* lv, const float* step, const float* c0, float* out,
                    int64_t out_stride) {
-  if (Z > 8) return unit_dots_many<NQ, 0>(codes, n, rb, tab, Z, lv, step, c0, out, out_stride);
+  if (Z < 1 || Z > 8)  // (callers have k > 0, so Z >= 1)
+    return unit_dots_many<NQ, 0>(codes, n, rb, tab, Z, lv, step, c0, out, out_stride);
   with_static_count<8>(Z, [&](auto zc) {
     unit_dots_many<NQ, decltype(zc)::value>(codes, n, rb, tab, Z, lv, step, c0, out, out_stride);
   });
