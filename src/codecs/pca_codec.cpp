@@ -575,18 +575,25 @@ inline void unit_dots_step(const uint8_t* r, int64_t rb, const uint8_t* end, con
   __m512i pair[NR];  // whole: each row pair's bytes, read once for every register
   if (whole)
     for (int p = 0; p < NR; ++p) pair[p] = load(r + 2 * p * rb);
+  // (zero-masked forms with every lane selected: with Z compiled in, GCC 12 inlines the plain
+  // forms' undefined sources where -Wuninitialized reports them)
+  constexpr __mmask8 kAll8 = 0xFF;
+  constexpr __mmask64 kAll64 = ~__mmask64{0};
   for (int64_t z = 0; z < Z; ++z) {
-    const __m512i idx = _mm512_add_epi8(_mm512_broadcast_i64x4(_mm256_loadu_si256(
-                                            reinterpret_cast<const __m256i*>(tab.idx + 32 * z))),
-                                        second);
-    const __m512i ctl = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.ctl + 32 * z)));
-    const __m512i mask = _mm512_broadcast_i64x4(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.mask + 32 * z)));
+    const __m512i idx = _mm512_add_epi8(
+        _mm512_maskz_broadcast_i64x4(
+            kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.idx + 32 * z))),
+        second);
+    const __m512i ctl = _mm512_maskz_broadcast_i64x4(
+        kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.ctl + 32 * z)));
+    const __m512i mask = _mm512_maskz_broadcast_i64x4(
+        kAll8, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tab.mask + 32 * z)));
     for (int p = 0; p < NR; ++p) {
       const __m512i bytes = whole ? pair[p] : load(r + tab.win[z] + 2 * p * rb);
-      const __m512i c = _mm512_and_si512(
-          _mm512_multishift_epi64_epi8(ctl, _mm512_permutexvar_epi8(idx, bytes)), mask);
+      const __m512i c =
+          _mm512_and_si512(_mm512_maskz_multishift_epi64_epi8(
+                               kAll64, ctl, _mm512_maskz_permutexvar_epi8(kAll64, idx, bytes)),
+                           mask);
       for (int q = 0; q < NQ; ++q)
         acc[p][q] = add_pair_products(acc[p][q], c, _mm512_loadu_si512(lv + 32 * (q * Z + z)));
     }

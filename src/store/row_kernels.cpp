@@ -95,10 +95,14 @@ inline __m512 load16(const uint8_t* row, int64_t d) {
     return _mm512_loadu_ps(reinterpret_cast<const float*>(row + 4 * d));
   } else {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d));
+    // (the zero-masked forms with every lane selected: GCC 12's plain forms pass an undefined
+    // source that -Wuninitialized reports once they are inlined into the group kernels)
+    constexpr __mmask16 kAll = 0xFFFF;
     if constexpr (T == FloatRows::F16)
-      return _mm512_cvtph_ps(h);
+      return _mm512_maskz_cvtph_ps(kAll, h);
     else
-      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      return _mm512_castsi512_ps(
+          _mm512_maskz_slli_epi32(kAll, _mm512_maskz_cvtepu16_epi32(kAll, h), 16));
   }
 }
 #endif
