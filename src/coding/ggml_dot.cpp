@@ -438,9 +438,9 @@ void q8_dot_many16(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, co
       constexpr int NQ = decltype(c)::value;
       const float* q = qs + j * D;
       float* o = out + j * out_stride;
-      if (D == 64) return q8_dot_rows16<B, NQ, 64>(rows, stride, n, D, q, o, out_stride);
-      if (D == 128) return q8_dot_rows16<B, NQ, 128>(rows, stride, n, D, q, o, out_stride);
-      q8_dot_rows16<B, NQ, 0>(rows, stride, n, D, q, o, out_stride);
+      with_head_dim(D, [&](auto dc) {
+        q8_dot_rows16<B, NQ, decltype(dc)::value>(rows, stride, n, D, q, o, out_stride);
+      });
     });
 }
 #endif

@@ -21,4 +21,14 @@ void with_static_count(int64_t count, F&& f) {
   }
 }
 
+/// f(std::integral_constant<int, D>{}) for the head dims models use (64, 128), so that a kernel
+/// templated on it unrolls its loops over a row; f(std::integral_constant<int, 0>{}) for any other
+/// D (the kernel reads D at run time).
+template <typename F>
+void with_head_dim(int64_t D, F&& f) {
+  if (D == 64) return f(std::integral_constant<int, 64>{});
+  if (D == 128) return f(std::integral_constant<int, 128>{});
+  f(std::integral_constant<int, 0>{});
+}
+
 }  // namespace vq

@@ -352,14 +352,10 @@ void dot_many_fast(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, co
       // the head dims models use compiled for: the loops over a row unroll and the queries stay
       // in registers (micro_codec GqaAttention/0/1 with the new reduction, D = 64: 27.5-30.9 ->
       // 16.3-16.8 µs; D = 128: 52.9-53.7 -> 31.6-34.0)
-      if (D == 64)
-        return dot_many_group32<T, NQ, 64>(rows, stride, n, D, qs + j * D, out + j * out_stride,
-                                           out_stride);
-      if (D == 128)
-        return dot_many_group32<T, NQ, 128>(rows, stride, n, D, qs + j * D, out + j * out_stride,
-                                            out_stride);
-      return dot_many_group32<T, NQ, 0>(rows, stride, n, D, qs + j * D, out + j * out_stride,
-                                        out_stride);
+      return with_head_dim(D, [&](auto dc) {
+        dot_many_group32<T, NQ, decltype(dc)::value>(rows, stride, n, D, qs + j * D,
+                                                     out + j * out_stride, out_stride);
+      });
     }
 #endif
     dot_many_group<T, NQ>(rows, stride, n, D, qs + j * D, out + j * out_stride, out_stride);
