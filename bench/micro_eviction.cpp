@@ -44,6 +44,21 @@ void BM_CurdkvHeavy(benchmark::State& s) {
   run_cache(s, "curdkv:solver=heavy");
 }
 
+// The cost `bench speed` reports: every iteration a cache of n tokens (budget n, the
+// microbenchmark's seeds) takes 256 fresh tokens one at a time; manual time per token.
+void stream(benchmark::State& state, const std::string& spec) {
+  const int64_t n = state.range(0), D = state.range(1), tokens = state.range(2);
+  const auto k = vq::bench::realistic_kv(n + tokens, D, 11 + static_cast<uint64_t>(D), true);
+  const auto v = vq::bench::realistic_kv(n + tokens, D, 12 + static_cast<uint64_t>(D), false);
+  const std::string full = spec + ":budget=" + std::to_string(n) + ",n_sink=4";
+  for (auto _ : state)
+    state.SetIterationTime(vq::bench::stream_ns_per_token(full, k, v, n, D, tokens, 0) * 1e-9);
+}
+
+void BM_CurdkvStream(benchmark::State& s) {
+  stream(s, "curdkv");
+}
+
 void BM_LeverageReference(benchmark::State& state) {
   const int64_t n = state.range(0), D = state.range(1);
   const auto v = vq::bench::realistic_kv(n, D, 3, false);
@@ -59,5 +74,10 @@ void BM_LeverageReference(benchmark::State& state) {
 BENCHMARK(BM_H2O)->Args({512, 128})->Args({2048, 128});
 BENCHMARK(BM_CurdkvFast)->Args({512, 128})->Args({2048, 128});
 BENCHMARK(BM_CurdkvHeavy)->Args({512, 64})->Args({512, 128})->Args({4096, 64});
+BENCHMARK(BM_CurdkvStream)
+    ->Args({512, 64, 256})
+    ->Args({512, 128, 256})
+    ->UseManualTime()
+    ->Iterations(3);
 BENCHMARK(BM_LeverageReference)->Args({512, 128});
 BENCHMARK_MAIN();

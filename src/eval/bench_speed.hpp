@@ -46,6 +46,13 @@ struct SpeedOptions {
 
 std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt);
 
+/// Per-token cost (ns) of a cache of `spec` at head dim D: the best of at least 5 rounds (and
+/// min_s seconds), each building the cache from rows [0, n) of k and v in one update (not timed)
+/// and timing `tokens` one-token updates with rows n, n + 1, ... (one head; k, v are [S, D]).
+double stream_ns_per_token(const std::string& spec, const std::vector<float>& k,
+                           const std::vector<float>& v, int64_t n, int64_t D, int64_t tokens,
+                           double min_s);
+
 /// Realistic synthetic K/V for one head: decaying spectrum plus a few large outlier channels.
 /// Returns [S, D] row-major.
 std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys);

@@ -1,0 +1,64 @@
+// bench speed's eviction rows: the per-token timing harness and the rows it feeds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "eval/bench_speed.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace {
+
+TEST(StreamTiming, RefusesAStreamLongerThanTheRowsGiven) {
+  const int64_t n = 16, D = 8, tokens = 8;
+  const auto k = vq::bench::realistic_kv(n + tokens - 1, D, 1, true);
+  const auto v = vq::bench::realistic_kv(n + tokens, D, 2, false);
+  try {
+    vq::bench::stream_ns_per_token("h2o:budget=16,n_sink=1", k, v, n, D, tokens, 0);
+    FAIL() << "a stream past the last key row was accepted";
+  } catch (const vq::InvalidArgument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("192 values"), std::string::npos) << msg;  // (16 + 8) * 8 needed
+    EXPECT_NE(msg.find("184 keys"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(vq::bench::stream_ns_per_token("h2o:budget=16,n_sink=1", v, v, n, D, 0, 0),
+               vq::InvalidArgument);
+}
+
+TEST(StreamTiming, TimesOneTokenUpdates) {
+  const int64_t n = 32, D = 8, tokens = 16;
+  const auto k = vq::bench::realistic_kv(n + tokens, D, 1, true);
+  const auto v = vq::bench::realistic_kv(n + tokens, D, 2, false);
+  for (const char* spec : {"full", "h2o:budget=32,n_sink=2", "curdkv:budget=32,n_sink=2"}) {
+    const double ns = vq::bench::stream_ns_per_token(spec, k, v, n, D, tokens, 0);
+    EXPECT_TRUE(std::isfinite(ns) && ns > 0) << spec << ": " << ns;
+  }
+}
+
+// The eviction group at a tiny size: every arm present once, interval arms timed over whole
+// intervals (kvzip at budget 16 rescores every 4th eviction), each row's ratio to the step.
+TEST(StreamTiming, EvictionRowsCoverEveryArm) {
+  vq::bench::SpeedOptions o;
+  o.ns = {16};
+  o.dims = {8};
+  o.min_seconds = 0;
+  o.codec = o.attention = o.layer = o.generate = false;
+  o.evict_methods = {"kvzip", "curdkv"};
+  const auto rows = vq::bench::run_speed_bench(o);
+  std::string names;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.group, "eviction");
+    EXPECT_EQ(r.n, 16);
+    EXPECT_TRUE(std::isfinite(r.value) && r.value > 0) << r.name;
+    EXPECT_TRUE(std::isfinite(r.ratio) && r.ratio > 0) << r.name;
+    if (r.name == "kvzip") {
+      EXPECT_NE(r.note.find("rescore every 4 evictions"), std::string::npos) << r.note;
+    }
+    names += r.name + " ";
+  }
+  EXPECT_EQ(names,
+            "attention_step full curdkv curdkv_refresh4 curdkv_fast curdkv_fast_refresh16 kvzip "
+            "kvzip_rescore1 curdkv_reference ");
+}
+
+}  // namespace
