@@ -44,8 +44,9 @@ void BM_CurdkvHeavy(benchmark::State& s) {
   run_cache(s, "curdkv:solver=heavy");
 }
 
-// The cost `bench speed` reports: every iteration a cache of n tokens (budget n, the
-// microbenchmark's seeds) takes 256 fresh tokens one at a time; manual time per token.
+// The cost `bench speed` reports: every iteration a cache of n tokens (budget n, bench speed's
+// key and value seeds) takes 256 fresh tokens one at a time, best of 5 rounds; manual time per
+// token.
 void stream(benchmark::State& state, const std::string& spec) {
   const int64_t n = state.range(0), D = state.range(1), tokens = state.range(2);
   const auto k = vq::bench::realistic_kv(n + tokens, D, 11 + static_cast<uint64_t>(D), true);
