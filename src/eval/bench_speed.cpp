@@ -160,7 +160,7 @@ double best_stream_round(double min_s, int64_t tokens, Make&& make, Feed&& feed)
 double stream_ns_per_token(const std::string& spec, const std::vector<float>& k,
                            const std::vector<float>& v, int64_t n, int64_t D, int64_t tokens,
                            double min_s) {
-  VQ_CHECK(tokens >= 1 && static_cast<int64_t>(k.size()) >= (n + tokens) * D &&
+  VQ_CHECK(n >= 0 && D >= 1 && tokens >= 1 && static_cast<int64_t>(k.size()) >= (n + tokens) * D &&
                static_cast<int64_t>(v.size()) >= (n + tokens) * D,
            InvalidArgument, "stream_ns_per_token: ", n, " + ", tokens, " tokens of dim ", D,
            " need ", (n + tokens) * D, " values; have ", k.size(), " keys and ", v.size(),
@@ -514,6 +514,8 @@ void add_generate_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
 }  // namespace
 
 std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys) {
+  VQ_CHECK(S >= 0 && D >= 1 && S <= (int64_t{1} << 40) / D, InvalidArgument, "realistic_kv: ", S,
+           " rows of dim ", D, " (need S >= 0, D >= 1 and S x D <= 2^40)");
   Rng rng(seed);
   // A random mixing matrix with a decaying spectrum (sigma_j ~ (1 + j)^-0.8).
   Eigen::MatrixXf M(D, D);
@@ -525,8 +527,10 @@ std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys) 
   for (int64_t s = 0; s < S; ++s)
     for (int64_t j = 0; j < D; ++j) Z(s, j) = static_cast<float>(rng.normal());
   Eigen::MatrixXf X = Z * M * 4.0f;
-  // a few outlier channels (keys carry larger ones and a mean offset)
-  for (int64_t c : {int64_t{3}, D / 2, D - 5}) X.col(c) *= keys ? 8.0f : 3.0f;
+  // a few outlier channels (keys carry larger ones and a mean offset); a head narrower than 8
+  // has fewer of them (channel 3 and D - 5 may not exist; at D = 8 channel 3 is scaled twice)
+  for (int64_t c : {int64_t{3}, D / 2, D - 5})
+    if (c >= 0 && c < D) X.col(c) *= keys ? 8.0f : 3.0f;
   if (keys) X.rowwise() += Eigen::RowVectorXf::Constant(D, 0.5f);
   std::vector<float> out(static_cast<size_t>(S * D));
   for (int64_t s = 0; s < S; ++s)
@@ -581,7 +585,38 @@ void add_attention_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   }
 }
 
+namespace {
+
+// The eviction and layer rows generate their keys and values: about 50 arrays of (n + 256) x D
+// floats at most (the layer rows' 8 key, 8 value and 32 query heads), so memory follows n x D.
+constexpr int64_t kMinSpeedN = 8;  // every arm keeps 4 sink tokens and must evict something
+constexpr int64_t kMaxSpeedN = 65536;
+constexpr int64_t kMaxSpeedDim = 1024;
+constexpr int64_t kMaxSpeedCells = int64_t{1} << 23;  // n x D: 65536 x 128
+
+void check_options(const SpeedOptions& opt) {
+  VQ_CHECK(std::isfinite(opt.min_seconds) && opt.min_seconds >= 0 && opt.min_seconds <= 60,
+           InvalidArgument, "bench speed: min_seconds = ", opt.min_seconds, " is outside [0, 60]");
+  if (!opt.eviction && !opt.layer) return;  // the only rows that read ns and dims
+  VQ_CHECK(opt.rank_cap >= 1 && opt.rank_cap <= 65536, InvalidArgument,
+           "bench speed: rank_cap = ", opt.rank_cap, " is outside [1, 65536]");
+  for (const int64_t n : opt.ns)
+    VQ_CHECK(n >= kMinSpeedN && n <= kMaxSpeedN, InvalidArgument, "bench speed: --ns ", n,
+             " is outside [", kMinSpeedN, ", ", kMaxSpeedN, "]");
+  for (const int64_t D : opt.dims) {
+    VQ_CHECK(D >= 1 && D <= kMaxSpeedDim, InvalidArgument, "bench speed: --dims ", D,
+             " is outside [1, ", kMaxSpeedDim, "]");
+    for (const int64_t n : opt.ns)
+      VQ_CHECK(n * D <= kMaxSpeedCells, InvalidArgument, "bench speed: n x D = ", n, " x ", D,
+               " = ", n * D, " exceeds ", kMaxSpeedCells,
+               " (the rows generate about 50 arrays of (n + 256) x D floats)");
+  }
+}
+
+}  // namespace
+
 std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt) {
+  check_options(opt);
   std::vector<SpeedRow> rows;
   if (opt.attention) add_attention_rows(opt, rows);
   if (opt.eviction) add_eviction_rows(opt, rows);

@@ -61,4 +61,66 @@ TEST(StreamTiming, EvictionRowsCoverEveryArm) {
             "kvzip_rescore1 curdkv_reference ");
 }
 
+// Sizes the rows would generate data for are checked before anything is allocated, each
+// refusal naming the value and its limit (a head dim of 0 used to crash, 1e11 tokens to throw
+// bad_alloc).
+TEST(StreamTiming, BadSizesAreRefusedNamingTheValue) {
+  const auto refused = [](vq::bench::SpeedOptions o, const std::string& value) {
+    o.codec = o.attention = o.generate = false;
+    o.min_seconds = 0;
+    o.evict_methods = {"h2o"};
+    try {
+      vq::bench::run_speed_bench(o);
+      ADD_FAILURE() << value << ": accepted";
+    } catch (const vq::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(value), std::string::npos) << e.what();
+    }
+  };
+  vq::bench::SpeedOptions o;
+  o.dims = {0};
+  refused(o, "--dims 0 is outside [1, 1024]");
+  o.dims = {-5};
+  refused(o, "--dims -5 is outside [1, 1024]");
+  o.dims = {64};
+  o.ns = {100000000000};
+  refused(o, "--ns 100000000000 is outside [8, 65536]");
+  o.ns = {3};
+  refused(o, "--ns 3 is outside [8, 65536]");
+  o.ns = {65536};
+  o.dims = {1024};
+  refused(o, "n x D = 65536 x 1024 = 67108864 exceeds 8388608");
+  o.ns = {16};
+  o.dims = {8};
+  o.min_seconds = std::nan("");
+  o.layer = false;
+  try {
+    vq::bench::run_speed_bench(o);
+    ADD_FAILURE() << "min_seconds NaN accepted";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("min_seconds = nan"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(vq::bench::stream_ns_per_token("full", {}, {}, 0, 0, 1, 0), vq::InvalidArgument);
+  EXPECT_THROW(vq::bench::realistic_kv(4, 0, 1, true), vq::InvalidArgument);
+}
+
+// Head dims below 8 have fewer outlier channels: the generator used to scale channels 3 and D - 5
+// whether or not they existed (memory corruption at D < 8). Every head dim from 1 on runs the
+// eviction rows; D = 8 and up keep their old values.
+TEST(StreamTiming, NarrowHeadsRunTheEvictionRows) {
+  for (int64_t D = 1; D <= 8; ++D) {
+    const auto k = vq::bench::realistic_kv(12, D, 7, true);
+    ASSERT_EQ(k.size(), static_cast<size_t>(12 * D));
+    for (float x : k) ASSERT_TRUE(std::isfinite(x)) << "D = " << D;
+  }
+  vq::bench::SpeedOptions o;
+  o.ns = {8};
+  o.dims = {1, 2, 5};
+  o.min_seconds = 0;
+  o.codec = o.attention = o.generate = false;
+  o.evict_methods = {"curdkv", "h2o"};
+  const auto rows = vq::bench::run_speed_bench(o);
+  EXPECT_FALSE(rows.empty());
+  for (const auto& r : rows) EXPECT_TRUE(std::isfinite(r.value) && r.value > 0) << r.name;
+}
+
 }  // namespace

@@ -117,4 +117,17 @@ TEST(CliBenchEngine, BadOptionsAreRefusedNamingTheValue) {
   }
 }
 
+// bench speed's sizes: refused before any data is generated (a head dim of 0 used to crash).
+TEST(CliBenchSpeed, BadSizesAreRefusedNamingTheValue) {
+  if (!vqtest::have_cli()) GTEST_SKIP() << "the veloxquant CLI is not built";
+  for (const auto& [args, value] :
+       {std::pair<std::string, std::string>{"--only eviction --dims 0", "--dims 0"},
+        {"--only layer --ns 100000000000", "--ns 100000000000"},
+        {"--only eviction --ns 65536 --dims 1024", "67108864 exceeds 8388608"}}) {
+    const CliRun r = run_cli("bench speed --evict-methods h2o " + args);
+    EXPECT_NE(r.status, 0) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(value), std::string::npos) << args << ": " << r.out;
+  }
+}
+
 }  // namespace
