@@ -511,6 +511,32 @@ void add_generate_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   }
 }
 
+// The eviction and layer rows generate their keys and values: about 50 arrays of (n + 256) x D
+// floats at most (the layer rows' 8 key, 8 value and 32 query heads), so memory follows n x D.
+constexpr int64_t kMinSpeedN = 8;  // every arm keeps 4 sink tokens and must evict something
+constexpr int64_t kMaxSpeedN = 65536;
+constexpr int64_t kMaxSpeedDim = 1024;
+constexpr int64_t kMaxSpeedCells = int64_t{1} << 23;  // n x D: 65536 x 128
+
+void check_options(const SpeedOptions& opt) {
+  VQ_CHECK(std::isfinite(opt.min_seconds) && opt.min_seconds >= 0 && opt.min_seconds <= 60,
+           InvalidArgument, "bench speed: min_seconds = ", opt.min_seconds, " is outside [0, 60]");
+  if (!opt.eviction && !opt.layer) return;  // the only rows that read ns and dims
+  VQ_CHECK(opt.rank_cap >= 1 && opt.rank_cap <= 65536, InvalidArgument,
+           "bench speed: rank_cap = ", opt.rank_cap, " is outside [1, 65536]");
+  for (const int64_t n : opt.ns)
+    VQ_CHECK(n >= kMinSpeedN && n <= kMaxSpeedN, InvalidArgument, "bench speed: --ns ", n,
+             " is outside [", kMinSpeedN, ", ", kMaxSpeedN, "]");
+  for (const int64_t D : opt.dims) {
+    VQ_CHECK(D >= 1 && D <= kMaxSpeedDim, InvalidArgument, "bench speed: --dims ", D,
+             " is outside [1, ", kMaxSpeedDim, "]");
+    for (const int64_t n : opt.ns)
+      VQ_CHECK(n * D <= kMaxSpeedCells, InvalidArgument, "bench speed: n x D = ", n, " x ", D,
+               " = ", n * D, " exceeds ", kMaxSpeedCells,
+               " (the rows generate about 50 arrays of (n + 256) x D floats)");
+  }
+}
+
 }  // namespace
 
 std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys) {
@@ -584,36 +610,6 @@ void add_attention_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
                     to32 ? "fp32 rows (speed)" : "fp16 rows on the codes (speed)", arm.note});
   }
 }
-
-namespace {
-
-// The eviction and layer rows generate their keys and values: about 50 arrays of (n + 256) x D
-// floats at most (the layer rows' 8 key, 8 value and 32 query heads), so memory follows n x D.
-constexpr int64_t kMinSpeedN = 8;  // every arm keeps 4 sink tokens and must evict something
-constexpr int64_t kMaxSpeedN = 65536;
-constexpr int64_t kMaxSpeedDim = 1024;
-constexpr int64_t kMaxSpeedCells = int64_t{1} << 23;  // n x D: 65536 x 128
-
-void check_options(const SpeedOptions& opt) {
-  VQ_CHECK(std::isfinite(opt.min_seconds) && opt.min_seconds >= 0 && opt.min_seconds <= 60,
-           InvalidArgument, "bench speed: min_seconds = ", opt.min_seconds, " is outside [0, 60]");
-  if (!opt.eviction && !opt.layer) return;  // the only rows that read ns and dims
-  VQ_CHECK(opt.rank_cap >= 1 && opt.rank_cap <= 65536, InvalidArgument,
-           "bench speed: rank_cap = ", opt.rank_cap, " is outside [1, 65536]");
-  for (const int64_t n : opt.ns)
-    VQ_CHECK(n >= kMinSpeedN && n <= kMaxSpeedN, InvalidArgument, "bench speed: --ns ", n,
-             " is outside [", kMinSpeedN, ", ", kMaxSpeedN, "]");
-  for (const int64_t D : opt.dims) {
-    VQ_CHECK(D >= 1 && D <= kMaxSpeedDim, InvalidArgument, "bench speed: --dims ", D,
-             " is outside [1, ", kMaxSpeedDim, "]");
-    for (const int64_t n : opt.ns)
-      VQ_CHECK(n * D <= kMaxSpeedCells, InvalidArgument, "bench speed: n x D = ", n, " x ", D,
-               " = ", n * D, " exceeds ", kMaxSpeedCells,
-               " (the rows generate about 50 arrays of (n + 256) x D floats)");
-  }
-}
-
-}  // namespace
 
 std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt) {
   check_options(opt);
