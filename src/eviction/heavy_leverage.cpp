@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/static_count.hpp"
 #include "eviction/leverage.hpp"
 
 namespace vq::eviction {
@@ -58,33 +59,95 @@ void times_basis(const float* __restrict A, int64_t m, int64_t D, const float* _
   }
 }
 
-// x . y in eight interleaved partial sums (one vector register's lanes), combined in a fixed
-// order: the same bits on every call, without one serial chain of n dependent adds.
-double lanes_sum(const double (&acc)[8]) {
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+// The orthonormalization's columns are padded with zeros to whole Lanes8 groups, and every dot
+// product keeps one group of partial sums (group g of x times group g of y, g ascending) and adds
+// its lanes in one fixed tree: the same bits on every call and every vector width, without a
+// serial chain of D dependent adds.
+
+double lane_sum(Lanes8 a) {
+  return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
 }
 
-double dot(const double* __restrict x, const double* __restrict y, int64_t n) {
-  double acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += x[i + l] * y[i + l];
-  double s = lanes_sum(acc);
-  for (; i < n; ++i) s += x[i] * y[i];
-  return s;
-}
+// Gram-Schmidt on columns of `groups` Lanes8 each; KC > 0 fixes the count at compile time (the
+// head dims models use), so a column's loops unroll and the column being built stays in registers.
+template <int KC>
+struct GramSchmidt {
+  int groups;  // used when KC == 0
 
-// One classical Gram-Schmidt pass: x -= sum_p (q_p . x) q_p over q_0 .. q_{k-1} (rows of Qc, each
-// D long), all k coefficients taken from the same x (two matrix-vector products, unlike the
-// modified form's chain of dependent dots); h holds k of them.
-void project_out(const double* Qc, int64_t k, int64_t D, double* x, double* h) {
-  if (k == 0) return;
-  using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  const Eigen::Map<const RowMatD> Q(Qc, k, D);
-  Eigen::Map<Eigen::VectorXd> xv(x, D), hv(h, k);
-  hv.noalias() = Q * xv;
-  xv.noalias() -= Q.transpose() * hv;
-}
+  int k() const { return KC > 0 ? KC : groups; }
+
+  double norm2(const Lanes8* x) const {
+    Lanes8 acc = x[0] * x[0];
+    for (int g = 1; g < k(); ++g) acc += x[g] * x[g];
+    return lane_sum(acc);
+  }
+
+  // One classical pass: x -= sum_p (q_p . x) q_p over the c columns of Q, every coefficient taken
+  // from the same x (c independent dot products, not the modified form's dependent chain).
+  void project_out(const Lanes8* __restrict Q, int64_t c, Lanes8* __restrict x,
+                   double* __restrict hx) const {
+    const int K = k();
+    double hl[KC > 0 ? 8 * KC : 1];  // c < r <= D coefficients
+    double* __restrict h = KC > 0 ? hl : hx;
+    for (int64_t p = 0; p < c; ++p) {
+      const Lanes8* q = Q + p * K;
+      Lanes8 acc = q[0] * x[0];
+      for (int g = 1; g < K; ++g) acc += q[g] * x[g];
+      h[p] = lane_sum(acc);
+    }
+    // column by column: K independent chains per step instead of one chain of c per group
+    for (int64_t p = 0; p < c; ++p) {
+      const Lanes8* q = Q + p * K;
+      for (int g = 0; g < K; ++g) x[g] -= h[p] * q[g];
+    }
+  }
+
+  // Columns 0..r-1 of Y (D x ld, row-major) into Q's r columns of k() groups; cover[k() * 8].
+  void run(const float* Y, int64_t ld, int64_t D, int64_t r, Lanes8* __restrict Q,
+           double* __restrict h, double* __restrict cover) const {
+    const int K = k();
+    if (KC > 0) D = 8 * KC;  // the dispatch gives KC > 0 for D = 64 and 128 only
+    Lanes8 local[KC > 0 ? KC : 1];
+    const auto scale = [&](Lanes8* x, double by) {
+      for (int g = 0; g < K; ++g) x[g] /= by;
+    };
+    for (int64_t c = 0; c < r; ++c) {
+      Lanes8* x = KC > 0 ? local : Q + c * K;
+      for (int g = 0; g < K; ++g) x[g] = Lanes8{};
+      for (int64_t d = 0; d < D; ++d) x[d / 8][d % 8] = static_cast<double>(Y[d * ld + c]);
+      const double n0 = std::sqrt(norm2(x));
+      bool ok = n0 > 0 && std::isfinite(n0);
+      if (ok) {
+        scale(x, n0);
+        project_out(Q, c, x, h);
+        double n1 = std::sqrt(norm2(x));
+        // a second pass only when the first removed more than half of the column's energy
+        // (Kahan's criterion: a column that kept more lost no orthogonality to cancellation)
+        if (!(n1 > std::sqrt(0.5))) {
+          project_out(Q, c, x, h);
+          n1 = std::sqrt(norm2(x));
+        }
+        ok = n1 > 1e-7 && std::isfinite(n1);
+        if (ok) scale(x, n1);
+      }
+      if (!ok) {
+        int64_t axis = 0;
+        for (int64_t d = 1; d < D; ++d)
+          if (cover[d] < cover[axis]) axis = d;
+        for (int g = 0; g < K; ++g) x[g] = Lanes8{};
+        // c < D columns cover at most c / D < 1 of the axes' total on average
+        x[axis / 8][axis % 8] = 1.0;
+        project_out(Q, c, x, h);
+        project_out(Q, c, x, h);
+        scale(x, std::sqrt(norm2(x)));
+      }
+      for (int g = 0; g < K; ++g) {
+        Q[c * K + g] = x[g];
+        for (int l = 0; l < 8; ++l) cover[8 * g + l] += x[g][l] * x[g][l];
+      }
+    }
+  }
+};
 
 }  // namespace
 
@@ -236,45 +299,18 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
 // has r columns.
 void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
   const int64_t ld = Y_.cols();
-  qc_.assign(static_cast<size_t>(r * D + r + D), 0.0);
-  double* h = qc_.data() + r * D;
-  double* cover = h + r;  // [D] sum over the columns so far of their squared entries
-  for (int64_t c = 0; c < r; ++c) {
-    double* x = qc_.data() + c * D;
-    for (int64_t d = 0; d < D; ++d) x[d] = static_cast<double>(Y_(d, c));
-    const double n0 = std::sqrt(dot(x, x, D));
-    bool ok = n0 > 0 && std::isfinite(n0);
-    if (ok) {
-      for (int64_t d = 0; d < D; ++d) x[d] /= n0;
-      project_out(qc_.data(), c, D, x, h);
-      double n1 = std::sqrt(dot(x, x, D));
-      // a second pass only when the first removed more than half of the column's energy (Kahan's
-      // criterion: a column that kept more lost no orthogonality to cancellation)
-      if (!(n1 > std::sqrt(0.5))) {
-        project_out(qc_.data(), c, D, x, h);
-        n1 = std::sqrt(dot(x, x, D));
-      }
-      ok = n1 > 1e-7 && std::isfinite(n1);
-      if (ok)
-        for (int64_t d = 0; d < D; ++d) x[d] /= n1;
-    }
-    if (!ok) {
-      int64_t axis = 0;
-      for (int64_t d = 1; d < D; ++d)
-        if (cover[d] < cover[axis]) axis = d;
-      std::fill(x, x + D, 0.0);
-      x[axis] = 1.0;  // c < D columns cover at most c / D < 1 of the axes' total on average
-      project_out(qc_.data(), c, D, x, h);
-      project_out(qc_.data(), c, D, x, h);
-      const double n1 = std::sqrt(dot(x, x, D));
-      for (int64_t d = 0; d < D; ++d) x[d] /= n1;
-    }
-    for (int64_t d = 0; d < D; ++d) cover[d] += x[d] * x[d];
-  }
+  const int64_t K = (D + 7) / 8;  // groups of eight doubles per column
+  qc_.assign(static_cast<size_t>(r * K), Lanes8{});
+  cover_.assign(static_cast<size_t>(8 * K + r), 0.0);
+  double* h = cover_.data() + 8 * K;
+  with_head_dim(D, [&](auto dc) {
+    constexpr int KC = decltype(dc)::value / 8;
+    GramSchmidt<KC>{static_cast<int>(K)}.run(Y_.data(), ld, D, r, qc_.data(), h, cover_.data());
+  });
   Q_.setZero(D, ld);
+  const auto* q = reinterpret_cast<const double*>(qc_.data());
   for (int64_t d = 0; d < D; ++d)
-    for (int64_t c = 0; c < r; ++c)
-      Q_(d, c) = static_cast<float>(qc_[static_cast<size_t>(c * D + d)]);
+    for (int64_t c = 0; c < r; ++c) Q_(d, c) = static_cast<float>(q[c * 8 * K + d]);
 }
 
 void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n, int64_t rank_cap,
@@ -487,9 +523,9 @@ int64_t HeavyLeverage::bytes() const {
     return static_cast<int64_t>(x.size()) * static_cast<int64_t>(sizeof(float));
   };
   return v(vn_) + v(qn_) + v(state_) + v(e_) + v(cand_) + v(T_) + v(redo_) + v(dirty_) + v(bin_) +
-         v(qc_) + static_cast<int64_t>((Tm_.size() + wb_.size()) * sizeof(double)) + e(Vt_) +
-         e(VtT_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(Pb_) + e(PbT_) + e(Ab_) + e(at_) +
-         e(row_) + e(u_) + e(vu_) + e(w_) + e(wq_);
+         v(qc_) + v(cover_) + static_cast<int64_t>((Tm_.size() + wb_.size()) * sizeof(double)) +
+         e(Vt_) + e(VtT_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(Pb_) + e(PbT_) + e(Ab_) +
+         e(at_) + e(row_) + e(u_) + e(vu_) + e(w_) + e(wq_);
 }
 
 }  // namespace vq::eviction

@@ -28,6 +28,10 @@
 
 namespace vq::eviction {
 
+/// Eight doubles, one 512-bit register (two 256-bit ones elsewhere): the orthonormalization's
+/// column groups.
+typedef double Lanes8 __attribute__((vector_size(64)));
+
 /// Which rows count as heavy, and how often a light row is re-projected.
 struct HeavyLimits {
   double mass = 0.99;     ///< share of the block's energy the heavy rows must hold, in (0, 1]
@@ -84,8 +88,9 @@ class HeavyLeverage {
   // Q_ is D x ld with ld = r_ rounded up to 16 (zero columns past r_); Pt_, Pr_, Pb_ and Y_
   // carry the same padding
   RowMatF Vt_, VtT_, Pt_, Vr_, Pr_, Q_, Y_, Pb_, PbT_, Ab_;
-  std::vector<double> qc_;  // orthonormalize's columns, in double
-  Eigen::MatrixXd Tm_;      // the seed's Rayleigh-Ritz matrix
+  std::vector<Lanes8> qc_;     // orthonormalize's columns in double, padded to whole groups
+  std::vector<double> cover_;  // orthonormalize's per-axis coverage and coefficients
+  Eigen::MatrixXd Tm_;         // the seed's Rayleigh-Ritz matrix
   Eigen::VectorXd wb_;
   Eigen::VectorXf at_, row_, u_, vu_, w_, wq_;
   int64_t n_ = 0, t_ = 0, r_ = 0, cursor_ = 0, cold_ = 0;

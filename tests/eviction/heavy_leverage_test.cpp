@@ -64,11 +64,15 @@ std::vector<double> oracle(const RowMatF& V, const std::vector<double>& a, int64
   return out;
 }
 
-TEST(HeavyLeverage, RepeatedCallsOnOneBlockConvergeToTheOracle) {
+// Head dims through every path of the orthonormalization: padded to a whole group of eight (20),
+// groups counted at run time (32) and the compiled 64 and 128.
+class HeavyDims : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(HeavyDims, RepeatedCallsOnOneBlockConvergeToTheOracle) {
   // Every row heavy (mass 1, no cap): the warm-started iteration is plain subspace iteration on
   // the block's Gram matrix, so calls on an unchanged block converge to the exact subspace.
   vq::Rng rng(5);
-  const int64_t n = 60, D = 32, r = 6;
+  const int64_t n = 60, D = GetParam(), r = 6;
   RowMatF V(n, D);
   for (int64_t i = 0; i < n; ++i) fill_row(V, i, rng);
   const auto a = peaky_weights(n, 1.0, rng);
@@ -237,8 +241,8 @@ TEST(HeavyLeverage, SlotReportsMoveTheCachedProjections) {
   }
 }
 
-TEST(HeavyLeverage, DegenerateBlocksGiveFiniteScores) {
-  const int64_t n = 30, D = 16, r = 4;
+TEST_P(HeavyDims, DegenerateBlocksGiveFiniteScores) {
+  const int64_t n = 30, D = GetParam(), r = 4;
   RowMatF V = RowMatF::Zero(n, D);
   std::vector<double> a(static_cast<size_t>(n), 1.0 / n), l(static_cast<size_t>(n), -1);
   const vq::store::Fp32Rows Vs(V.data(), n, D);
@@ -260,6 +264,8 @@ TEST(HeavyLeverage, DegenerateBlocksGiveFiniteScores) {
     EXPECT_NEAR(total, 1.0, 1e-5) << "one direction holds the whole block";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(HeavyLeverage, HeavyDims, ::testing::Values(16, 20, 32, 64, 128));
 
 }  // namespace
 
