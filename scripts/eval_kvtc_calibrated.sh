@@ -26,6 +26,8 @@ done
 POST="basis=${OUT}_post.vqcal"
 PRE="basis=${OUT}_pre.vqcal,rope=pre"
 M="dp_measured,quant=calibrated"
+# llama.cpp's q8_0/q4_0 blocks hold 32 values of one head: smaller heads use the named variant
+QB=""; if (( D % 32 != 0 )); then if (( D % 16 == 0 )); then QB=":block=16"; else QB=":block=8"; fi; fi
 ms="full"
 for b in 2 3 4; do
   bb=$((b * D))
@@ -41,7 +43,7 @@ for b in 1 2 3 4; do
 done
 ms+=";kvtc:bit_budget=$((2 * D)),$PRE,alloc=$M,entropy=auto,sink_tokens=4,recent_tokens=128"
 ms+=";kvtc:bit_budget=$((2 * D)),$PRE,alloc=$M,entropy=auto,chunk_tokens=16,sink_tokens=4,recent_tokens=16"
-ms+=";q8_0;q4_0"
+ms+=";q8_0$QB;q4_0$QB"
 "$VQ" eval --model "$MPATH" --tokenizer "$TPATH" --skip-tokens "$SKIP" --max-tokens "$EVAL" \
   --methods "$ms" --json "${OUT}.json"
 # The chase for the goal (mean KL < 0.01 nats and top-1 > 99% at the highest ratio): the best

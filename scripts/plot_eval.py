@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Plot `veloxquant eval --json` results: quality against compression.
 
-usage: /usr/bin/python3 scripts/plot_eval.py RESULTS.json[+MERGED.json] [MORE.json ...] OUT.png
+usage: /usr/bin/python3 scripts/plot_eval.py [--stored] RESULTS.json[+MERGED.json] [MORE.json ...] OUT.png
 
 Two panels per input file: mean KL(full || method) (log scale) and top-1 agreement with the full
 cache, each against the compression ratio vs fp16 (bytes held per token, averaged over positions).
 Methods are grouped by id (the part of the spec before ':'), one colour and line per id, points in
-order of compression. A file from `eval --protocol prefill` gets one panel instead: mean KL over
+order of compression. `--stored` puts the ratio of fp16 bytes to the bytes in storage form
+(`stored_bytes_per_token`: codes, per-chunk parameters, fp16 windows) on the x axis instead of the
+resident one. A file from `eval --protocol prefill` gets one panel instead: mean KL over
 the continuation against the bytes held per token (log-log), one line per spec through its
 compression ratios, a codec alone as a single square. Needs matplotlib; nothing in the build or
 the tests imports this file.
@@ -42,9 +44,18 @@ def plot_prefill(plt, ax, res):
 
 
 def main(argv):
+    stored = len(argv) > 1 and argv[1] == "--stored"
+    if stored:
+        argv = argv[:1] + argv[2:]
     if len(argv) < 3:
         sys.stderr.write(__doc__)
         return 2
+
+    def ratio(m):
+        if stored:
+            return m["fp16_bytes_per_token"] / m["stored_bytes_per_token"]
+        return m["compression_ratio"]
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -101,8 +112,8 @@ def main(argv):
             ax = axes[row][col]
             colours = plt.get_cmap("tab20").colors
             for i, (key, ms) in enumerate(sorted(groups.items())):
-                ms = sorted(ms, key=lambda m: m["compression_ratio"])
-                xs = [m["compression_ratio"] for m in ms]
+                ms = sorted(ms, key=ratio)
+                xs = [ratio(m) for m in ms]
                 ys = [max(m[field], 1e-6) if log else m[field] for m in ms]
                 # eviction: circles and solid lines; transform: squares and dashed lines
                 is_tr = key.split(" ")[0] in transform_ids
@@ -110,7 +121,8 @@ def main(argv):
                         label=key, color=colours[(2 * i) % 20 + (i // 10) % 2])
             if log:
                 ax.set_yscale("log")
-            ax.set_xlabel("compression ratio vs fp16 (mean bytes held per token)")
+            ax.set_xlabel("ratio vs fp16 (mean %s bytes per token)" % (
+                "stored" if stored else "resident"))
             ax.set_ylabel(label)
             ax.set_title(title, fontsize=9)
             ax.grid(True, alpha=0.3)
