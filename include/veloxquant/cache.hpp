@@ -68,7 +68,8 @@ class KVCache {
 
   /// Append new tokens. keys/values: [B, H, S, D] with D == head_dim; S may be 0.
   /// queries (optional): [B, Hq, S, D], Hq a multiple of H; query head q belongs to KV head
-  /// q/(Hq/H). B and H must stay the same across calls. NaN/Inf is rejected.
+  /// q/(Hq/H). B and H must stay the same across calls. NaN/Inf is rejected, and so is a key or
+  /// value beyond storable_range() (it would read back as +-inf).
   void update(const Tensor& keys, const Tensor& values, const Tensor* queries = nullptr);
   /// update() then fetch().
   FetchResult update_and_fetch(const Tensor& keys, const Tensor& values,
@@ -94,6 +95,13 @@ class KVCache {
   int64_t batch() const { return B_; }
   int64_t kv_heads() const { return H_; }
 
+  /// The largest magnitude of a key or value this cache holds and reads back finite, and what
+  /// sets it (a static string). The default: fp16 rows, |x| <= 65504.
+  struct StorableRange {
+    double max_abs = 65504.0;
+    const char* what = "fp16 rows";
+  };
+  virtual StorableRange storable_range() const { return {}; }
   /// True if this cache wants keys before RoPE (the engine then rotates what it fetches).
   virtual bool wants_pre_rope_keys() const { return false; }
   /// Replaces n rows of keys (kv = 0) or values (kv = 1) of KV head h (head_dim values each,
@@ -153,6 +161,7 @@ class Fp32RowsCache : public KVCache {
   CacheStats stats() const override;
   /// fp32 rows: kept as they are.
   void round_as_stored(int, int64_t, float*, int64_t, int64_t) override {}
+  StorableRange storable_range() const override { return {3.4028234663852886e38, "fp32 rows"}; }
 
  protected:
   void on_shape_known(int64_t B, int64_t H) override;

@@ -69,6 +69,11 @@ class Tensor {
   bool all_finite() const;
   /// Throws InvalidArgument naming `what`, the index and the value of the first NaN/Inf.
   void check_finite(const std::string& what) const;
+  /// True when every element is finite with |x| <= max_abs (no allocation).
+  bool all_within(double max_abs) const;
+  /// check_finite(what), then throws InvalidArgument naming `what`, the index and the value of
+  /// the first element with |x| > max_abs, and the limit with `limit_what` (what sets it).
+  void check_within(const std::string& what, double max_abs, const std::string& limit_what) const;
 
   /// Tokens [s0, s0+n) of every head, as a new tensor [B, H, n, D].
   Tensor slice_tokens(int64_t s0, int64_t n) const;

@@ -34,6 +34,12 @@ class GgmlCodec final : public store::RowCodec {
   int64_t row_bytes() const override {
     return dim() / block_ * coding::ggml_block_bytes(type_, block_);
   }
+  /// Each block's fp16 scale, max|x| / 127 (q8_0) or max|x| / 8 (q4_0), must stay finite.
+  ValueRange value_range() const override {
+    return type_ == coding::GgmlType::Q8_0
+               ? ValueRange{65504.0 * 127.0, "an fp16 block scale of max|x| / 127"}
+               : ValueRange{65504.0 * 8.0, "an fp16 block scale of max|x| / 8"};
+  }
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;
   /// On the blocks (coding/ggml_dot.hpp); with quant_q on a key stream, the query is rounded to

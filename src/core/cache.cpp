@@ -47,8 +47,18 @@ void KVCache::update(const Tensor& keys, const Tensor& values, const Tensor* que
     if (!queries->all_finite()) queries->check_finite(id + ": queries" + where(offset_));
   }
   // labels are built only on failure: the decode path stays allocation-free
-  if (!keys.all_finite()) keys.check_finite(id + ": keys" + where(offset_));
-  if (!values.all_finite()) values.check_finite(id + ": values" + where(offset_));
+  // one pass each: NaN / Inf and values the storage cannot hold (fp16 rows overflow to +-inf
+  // past 65504, which attention would turn into NaN)
+  const StorableRange range = storable_range();
+  const auto refuse = [&](const Tensor& t, const char* name) {
+    const std::string codec = ctx_.codec.method().empty() ? "" : "+" + ctx_.codec.method();
+    t.check_within(id + codec + ": " + name + where(offset_), range.max_abs,
+                   std::string(range.what) +
+                       "; the methods 'f32' and 'bf16', or a policy composed with '+bf16', keep "
+                       "fp32's range");
+  };
+  if (!keys.all_within(range.max_abs)) refuse(keys, "keys");
+  if (!values.all_within(range.max_abs)) refuse(values, "values");
   if (B_ == 0) {
     B_ = s.B;
     H_ = s.H;

@@ -1,5 +1,6 @@
 #include "veloxquant/tensor.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -129,6 +130,28 @@ void Tensor::check_finite(const std::string& what) const {
       VQ_THROW(InvalidArgument, what, " contains a non-finite value (", data_[i],
                ") at [b=", idx / (H * S * D), ", h=", (idx / (S * D)) % H, ", s=", (idx / D) % S,
                ", d=", idx % D, "]; every element must be finite");
+    }
+  }
+}
+
+bool Tensor::all_within(double max_abs) const {
+  const auto lim = static_cast<float>(std::min<double>(max_abs, std::numeric_limits<float>::max()));
+  bool ok = true;
+  for (float x : data_) ok &= std::fabs(x) <= lim;  // false for NaN and +-inf too
+  return ok;
+}
+
+void Tensor::check_within(const std::string& what, double max_abs,
+                          const std::string& limit_what) const {
+  check_finite(what);
+  const auto lim = static_cast<float>(std::min<double>(max_abs, std::numeric_limits<float>::max()));
+  for (size_t i = 0; i < data_.size(); ++i) {
+    if (!(std::fabs(data_[i]) <= lim)) {
+      const int64_t D = shape_.D, S = shape_.S, H = shape_.H;
+      const int64_t idx = static_cast<int64_t>(i);
+      VQ_THROW(InvalidArgument, what, " contains ", data_[i], " at [b=", idx / (H * S * D),
+               ", h=", (idx / (S * D)) % H, ", s=", (idx / D) % S, ", d=", idx % D, "], beyond +-",
+               max_abs, ", the largest magnitude this cache can hold (", limit_what, ")");
     }
   }
 }

@@ -43,6 +43,8 @@ EvictionCache::EvictionCache(CacheConfig config, CacheContext ctx, int64_t budge
         quant_q_ = probe->quantizes_queries();
         q_block_ = probe->query_block();
       }
+      const store::RowCodec::ValueRange r = probe->value_range();
+      if (kv == 0 || r.max_abs < range_.max_abs) range_ = {r.max_abs, r.what};
     }
   }
 }

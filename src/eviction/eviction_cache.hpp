@@ -106,6 +106,8 @@ class EvictionCache : public KVCache {
   /// Through the head's codec (a codec probe for head h before the first update).
   void round_as_stored(int kv, int64_t h, float* rows, int64_t n, int64_t stride) override;
   bool wants_pre_rope_keys() const override;
+  /// fp16 rows, or what the codec holds (the smaller of its key and value streams').
+  StorableRange storable_range() const override { return range_; }
   bool quantizes_queries(int64_t* block) const override;
   CacheStats stats() const override;
 
@@ -201,6 +203,7 @@ class EvictionCache : public KVCache {
   std::vector<RankEntry> rank_;              // scratch of redistribute()
   std::vector<int64_t> rank_order_;          // scratch of redistribute()
   bool pre_rope_ = false, quant_q_ = false;  // what the codec asks of attention
+  StorableRange range_;                      // fp16 rows unless the codec holds another range
   int64_t q_block_ = 32;
   std::vector<HeadState> heads_;
   struct QueryScratch {

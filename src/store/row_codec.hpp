@@ -50,6 +50,17 @@ class RowCodec {
   /// D: floats per row.
   int64_t dim() const { return dim_; }
 
+  /// The largest magnitude a value may have and still read back finite, and what sets it (a
+  /// static string). The default covers the fp16 codec and every chunked codec, whose open window
+  /// holds fp16 rows.
+  struct ValueRange {
+    double max_abs = 65504.0;
+    const char* what = "fp16 rows";
+  };
+  virtual ValueRange value_range() const {
+    return {65504.0, chunk_rows() > 0 ? "an open window of fp16 rows" : "fp16 rows"};
+  }
+
   // ---- chunking geometry (constant for the codec's life; K and V codecs of one head must agree)
   /// Rows per chunk; 0 = row-wise (no open window, every row encoded on arrival).
   virtual int64_t chunk_rows() const { return 0; }
@@ -188,6 +199,7 @@ class Fp16Codec final : public RowCodec {
 class Fp32Codec final : public RowCodec {
  public:
   explicit Fp32Codec(int64_t dim) : RowCodec(dim) {}
+  ValueRange value_range() const override { return {3.4028234663852886e38, "fp32 rows"}; }
   int64_t row_bytes() const override { return 4 * dim(); }
   void encode(const float* rows, int64_t n, uint8_t*, uint8_t* codes) override {
     if (n > 0) std::memcpy(codes, rows, sizeof(float) * static_cast<size_t>(n * dim()));
@@ -209,6 +221,8 @@ class Fp32Codec final : public RowCodec {
 class Bf16Codec final : public RowCodec {
  public:
   explicit Bf16Codec(int64_t dim) : RowCodec(dim) {}
+  // round to nearest even overflows past the largest bf16, (2 - 2^-7) 2^127
+  ValueRange value_range() const override { return {3.3895313892515355e38, "bf16 rows"}; }
   int64_t row_bytes() const override { return 2 * dim(); }
   void encode(const float* rows, int64_t n, uint8_t* params, uint8_t* codes) override;
   void decode(const uint8_t* params, const uint8_t* codes, int64_t n, float* out) const override;

@@ -1,7 +1,9 @@
 // Generic tests that every registered method faces automatically (the registry is the loop).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "test_util.hpp"
 #include "veloxquant/cache.hpp"
@@ -193,6 +195,51 @@ TEST_P(MethodGeneric, RejectsBadInput) {
   EXPECT_THROW(
       cache->update(vqtest::random_tensor(1, 3, 1, kD, 4), vqtest::random_tensor(1, 3, 1, kD, 5)),
       vq::InvalidArgument);  // H changed
+}
+
+// A key or value the cache's storage cannot hold (past fp16's 65504 for fp16 rows and the chunked
+// codecs' open windows, past a block scale's range for q8_0 / q4_0) is refused by update(), naming
+// the value and the limit, instead of reading back as +-inf; values just inside the range are held
+// and read back finite, also after a chunked codec has encoded them.
+TEST_P(MethodGeneric, ValuesBeyondTheStorageAreRefusedNamingThem) {
+  auto cache = make();
+  const vq::KVCache::StorableRange range = cache->storable_range();
+  ASSERT_GT(range.max_abs, 0.0);
+  const double flt_max = std::numeric_limits<float>::max();
+  const auto K = vqtest::random_tensor(1, 2, 40, kD, 13);
+  if (range.max_abs < flt_max) {
+    vq::Tensor bad = K;
+    bad.at(0, 1, 3, 5) = static_cast<float>(-std::min(1.5 * range.max_abs, flt_max));
+    for (int kv = 0; kv < 2; ++kv) {
+      try {
+        if (kv == 0)
+          cache->update(bad, K);
+        else
+          cache->update(K, bad);
+        FAIL() << GetParam() << ": " << bad.at(0, 1, 3, 5) << " was accepted";
+      } catch (const vq::InvalidArgument& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(kv == 0 ? "keys" : "values"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("h=1, s=3, d=5"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(range.what), std::string::npos) << msg;
+      }
+    }
+    EXPECT_EQ(cache->offset(), 0) << "a rejected update must not change the cache";
+  }
+  // the largest magnitudes inside the range (rows of them: every block scale, PCA range and window
+  // row at its extreme), then ordinary rows so that chunked codecs encode the large ones
+  const auto big = static_cast<float>(std::min(range.max_abs, flt_max) * 0.99);
+  vq::Tensor edge = K;
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t s = 0; s < 3; ++s)
+      for (int64_t d = 0; d < kD; ++d) edge.at(0, h, s, d) = (s + d) % 2 ? big : -big;
+  cache->update(edge, edge);
+  cache->update(K, K);
+  const vq::FetchResult r = cache->fetch();
+  for (int64_t i = 0; i < r.keys.numel(); ++i) {
+    ASSERT_TRUE(std::isfinite(r.keys.data()[i])) << GetParam() << ": key element " << i;
+    ASSERT_TRUE(std::isfinite(r.values.data()[i])) << GetParam() << ": value element " << i;
+  }
 }
 
 TEST_P(MethodGeneric, AcceptsTrueQueries) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 
 #include "codecs/pca_codec.hpp"
@@ -343,10 +344,11 @@ TEST(KvtcCache, RawWindowHoldsExactlyTheFp16Values) {
   Rng rng(31);
   Tensor K(1, 2, 9, D), V(1, 2, 9, D);
   for (int64_t i = 0; i < K.numel(); ++i) {
-    // normal, tiny (fp16 subnormal), large and rounding-tie-prone values
+    // normal, tiny (fp16 subnormal), large (up to fp16's largest, 65504: the cache refuses
+    // more) and rounding-tie-prone values
     const double m = i % 4 == 0 ? 1e-6 : (i % 4 == 1 ? 3e4 : 1.0);
-    K.data()[i] = static_cast<float>(rng.normal() * m);
-    V.data()[i] = static_cast<float>(rng.normal() * m);
+    K.data()[i] = static_cast<float>(std::clamp(rng.normal() * m, -65504.0, 65504.0));
+    V.data()[i] = static_cast<float>(std::clamp(rng.normal() * m, -65504.0, 65504.0));
   }
   const FetchResult r = cache->update_and_fetch(K, V);
   for (int64_t i = 0; i < K.numel(); ++i) {
