@@ -19,6 +19,7 @@ void register_bench_curdkv(CLI::App& bench, Globals& g) {
                   "extra curdkv options, e.g. 'score=mean' or 'solver=reference'");
   cmd->add_option("--json", o->json, "write {benchmark, rows} JSON to this file ('-' = stdout)");
   cmd->callback([o, &g] {
+    check_io_paths({}, {{"--json", o->json}});
     const auto rows = vq::bench::run_curdkv_bench(o->b);
     Table t({"geometry", "seq_len", "budget", "method", "class2_retention", "ms"});
     nlohmann::json jrows = nlohmann::json::array();

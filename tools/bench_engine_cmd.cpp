@@ -38,6 +38,7 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
   cmd->add_option("--seed", o->e.seed, "weights and tokens seed")->capture_default_str();
   add_threads_option(cmd);
   cmd->callback([o, &g] {
+    check_io_paths({}, {{"--json", o->json}});
     o->e.progress = [&](const std::string& what) {
       if (g.verbosity >= 1) std::fprintf(stderr, "bench engine: %s\n", what.c_str());
     };

@@ -26,6 +26,7 @@ void register_bench_kernels(CLI::App& bench, Globals& g) {
   cmd->add_option("--json", o->json, "write {benchmark, rows} JSON to this file ('-' = stdout)");
   add_threads_option(cmd);
   cmd->callback([o, &g] {
+    check_io_paths({}, {{"--json", o->json}});
     (void)g;
     const auto rows = vq::bench::run_kernel_bench(o->k);
     Table t({"type", "bits/w", "matvec us", "vs F32", "matvec_ref us", "matmul us", "vs F32"});

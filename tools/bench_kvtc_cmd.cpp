@@ -24,6 +24,7 @@ void register_bench_kvtc(CLI::App& bench, Globals& g) {
                   "extra kvtc options, e.g. 'alloc=waterfill' or 'chunk_tokens=64'");
   cmd->add_option("--json", o->json, "write {benchmark, rows, fitted_beta} JSON ('-' = stdout)");
   cmd->callback([o, &g] {
+    check_io_paths({}, {{"--json", o->json}});
     const auto rows = vq::bench::run_kvtc_bench(o->b);
     const vq::coding::DistortionFit fit = vq::coding::fit_distortion_curve();
     nlohmann::json jrows = nlohmann::json::array();

@@ -25,6 +25,7 @@ void register_bench_memory(CLI::App& bench, Globals& g) {
                   "specs to measure (default: every method + compositions)")
       ->delimiter(';');
   cmd->callback([o, &g] {
+    check_io_paths({}, {{"--json", o->json}});
     o->m.progress = [&](const std::string& what) {
       if (g.verbosity >= 1) std::fprintf(stderr, "bench memory: %s\n", what.c_str());
     };

@@ -31,6 +31,7 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
                   "directory (default: stories260K.bin)");
   add_threads_option(cmd);
   cmd->callback([o, &g] {
+    check_io_paths({}, {{"--json", o->json}});
     if (!o->only.empty()) {
       o->s.eviction = o->only == "eviction";
       o->s.layer = o->only == "layer";

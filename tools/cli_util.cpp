@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "veloxquant/vqkv.hpp"
@@ -42,7 +44,35 @@ void check_distinct_paths(const std::string& in, const char* in_what, const std:
            in, "'; writing it would destroy the input: choose another output path");
 }
 
+void check_writable(const NamedPath& o) {
+  if (o.path.empty() || o.path == "-") return;
+  struct stat st {};
+  if (::stat(o.path.c_str(), &st) == 0) {
+    VQ_CHECK(!S_ISDIR(st.st_mode), vq::InvalidArgument, o.what, " '", o.path,
+             "' is a directory; name a file to write");
+    if (!S_ISREG(st.st_mode)) return;  // a device or FIFO: written in place
+  }
+  // the file is written beside its target and renamed over it: the directory must take files
+  std::string target = o.path;
+  if (char* real = ::realpath(o.path.c_str(), nullptr)) {  // an existing file or symlink
+    target = real;
+    std::free(real);
+  }
+  const size_t slash = target.find_last_of('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : target.substr(0, slash));
+  struct stat ds {};
+  VQ_CHECK(::stat(dir.c_str(), &ds) == 0 && S_ISDIR(ds.st_mode), vq::IoError, "cannot write ",
+           o.what, " '", o.path, "': the directory '", dir, "' does not exist");
+  VQ_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, vq::IoError, "cannot write ", o.what, " '",
+           o.path, "': the directory '", dir, "' does not take new files (", std::strerror(errno),
+           ")");
+}
+
 void check_io_paths(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  // every output checked before the command does any work: a bad second output (--json, --plot)
+  // must not fail the command after its first output was written
+  for (const NamedPath& o : outputs) check_writable(o);
   for (size_t o = 0; o < outputs.size(); ++o) {
     for (const NamedPath& i : inputs)
       check_distinct_paths(i.path, i.what, outputs[o].path, outputs[o].what);

@@ -41,7 +41,12 @@ struct NamedPath {
   const char* what;
   std::string path;
 };
-/// check_distinct_paths for every (input, output) pair and every pair of outputs.
+/// Refuse an output path that cannot be written, before any work: a directory (InvalidArgument),
+/// or a path whose directory does not exist or does not take new files (IoError, naming both).
+/// Empty paths and "-" pass; devices and FIFOs are written in place and pass.
+void check_writable(const NamedPath& output);
+/// check_writable for every output, then check_distinct_paths for every (input, output) pair and
+/// every pair of outputs.
 void check_io_paths(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
 /// A plain aligned text table.

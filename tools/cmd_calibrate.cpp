@@ -62,6 +62,7 @@ void register_calibrate(CLI::App& app, Globals& g) {
   cmd->add_option("--json", o->json, "also write a summary as JSON to this file ('-' = stdout)");
   add_threads_option(cmd);
   cmd->callback([o, &g] {
+    VQ_CHECK(!o->out.empty(), vq::InvalidArgument, "--out is empty; name the .vqcal file to write");
     check_io_paths({{"--model", o->model},
                     {"--tokenizer", o->tokenizer},
                     {"--text", o->text},

@@ -36,7 +36,9 @@ void register_dump_kv(CLI::App& app, Globals& g) {
   cmd->add_option("--out,-o", o->out, "output .npy ('-' = stdout)")->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
   add_threads_option(cmd);
-  cmd->callback([o, &g] {
+  cmd->callback([o, po, &g] {
+    VQ_CHECK(po->count() == 0 || !o->prompt.empty(), vq::InvalidArgument,
+             "--prompt is empty; give the text to run, or leave --prompt out to read --text");
     check_io_paths({{"--model", o->model},
                     {"--tokenizer", o->tokenizer},
                     {"--text", o->text},

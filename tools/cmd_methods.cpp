@@ -31,6 +31,7 @@ void register_methods(CLI::App& app, Globals&) {
   auto json_path = std::make_shared<std::string>();
   cmd->add_option("--json", *json_path, "also write the list as JSON to this file ('-' = stdout)");
   cmd->callback([json_path] {
+    check_io_paths({}, {{"--json", *json_path}});
     nlohmann::json arr = nlohmann::json::array();
     const bool json_stdout = *json_path == "-";
     for (const auto& m : vq::methods()) {

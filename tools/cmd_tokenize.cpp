@@ -78,6 +78,8 @@ void register_tokenize(CLI::App& app, Globals& g) {
                   "also write the ids as a 1-D int32 .npy (what --text-ids of the model "
                   "commands reads)");
   cmd->callback([o, ts, &g] {
+    check_io_paths({{"--model", o->model}, {"--tokenizer", o->tokenizer}, {"--text", o->text_file}},
+                   {{"--json", o->json}, {"--npy", o->npy}});
     const bool have_string = ts->count() > 0;
     VQ_CHECK(!o->text_file.empty() || have_string, vq::InvalidArgument,
              "tokenize needs --text FILE or --text-string S");

@@ -4,9 +4,7 @@
 // defaults from the shared models directory.
 #pragma once
 
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <cstdio>
@@ -22,6 +20,7 @@
 #include "veloxquant/registry.hpp"
 #include "veloxquant/text_model.hpp"
 #include "veloxquant/tokenizers.hpp"
+#include "veloxquant/vqkv.hpp"
 
 namespace vqcli {
 
@@ -86,14 +85,11 @@ inline std::vector<int32_t> read_text_ids(const std::string& path, int64_t vocab
   return ids;
 }
 
-/// The whole file as bytes. Throws IoError.
+/// The whole file as bytes. Throws IoError naming the path (a directory, an unreadable file, a
+/// stream past vq::kMaxStreamBytes such as /dev/zero).
 inline std::string read_text_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  VQ_CHECK(f.good(), vq::IoError, "cannot open text file '", path, "'");
-  std::ostringstream os;
-  os << f.rdbuf();
-  VQ_CHECK(!f.bad(), vq::IoError, "failed reading text file '", path, "'");
-  return os.str();
+  const std::vector<uint8_t> b = vq::read_file_bytes(path);
+  return std::string(b.begin(), b.end());
 }
 
 /// The text of --text (or the default text) encoded without BOS, or the ids of --text-ids, its

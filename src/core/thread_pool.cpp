@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <system_error>
 
 #include "veloxquant/errors.hpp"
 #include "veloxquant/threads.hpp"
@@ -65,7 +66,18 @@ void ThreadPool::start(int threads) {
   // No loop is in flight here: a worker starts from the current generation.
   const uint64_t g = generation_.load(std::memory_order_acquire);
   regions_ = std::make_unique<Region[]>(static_cast<size_t>(threads));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, g, i] { worker_loop(g, i); });
+  try {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, g, i] { worker_loop(g, i); });
+  } catch (const std::system_error& e) {
+    // The system refused a thread (its limit on threads or on memory for their stacks): stop the
+    // ones started, stay usable on the calling thread alone, and say which count failed.
+    const auto started = static_cast<int>(workers_.size()) + 1;
+    stop();
+    stopping_ = false;
+    regions_ = std::make_unique<Region[]>(1);
+    VQ_THROW(InvalidArgument, "cannot run ", threads, " threads: the system refused thread ",
+             started + 1, " (", e.what(), "); use fewer (the pool now runs on 1 thread)");
+  }
 }
 
 void ThreadPool::stop() {

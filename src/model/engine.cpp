@@ -29,6 +29,10 @@ namespace {
 
 using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+// A prefill chunk's queries attend this many rows at a time: its score scratch holds rows x
+// (kept + chunk) floats per parallel piece instead of S x (kept + chunk).
+constexpr int64_t kPrefillRows = 2048;
+
 void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   float ss = 0.0f;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
@@ -397,42 +401,48 @@ struct Engine::Impl {
           const int64_t n_old = any ? Ko->rows() : 0, n = n_old + S;
           const int64_t blk = std::min<int64_t>(store::kReadBlock, std::max<int64_t>(n_old, 1));
           if (pre) Kblk.resize(blk, D);
-          P.resize(S, n);
-          for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
-            const int64_t cnt = std::min(store::kReadBlock, n_old - first);
-            if (pre) {  // pre-RoPE keys: read, rotate, multiply
-              read_keys(*Ko, po, pre, first, cnt, Kblk.data());
-              P.middleCols(first, cnt).noalias() =
-                  Qs->middleCols(h * D, D) * Kblk.topRows(cnt).transpose();
-            } else {  // on the stored rows (the store rounds the query if its codec asks)
-              for (int64_t s = 0; s < S; ++s)
-                Ko->dot(first, cnt, Q.row(s).data() + h * D, P.row(s).data() + first);
-            }
-          }
-          P.rightCols(S).noalias() =
-              Qs->middleCols(h * D, D) * Krh.middleCols(kh * D, D).transpose();
-          P *= scale;
-          for (int64_t s = 0; s < S; ++s) {  // causal: chunk token s sees old rows + chunk 0..s
-            const int64_t valid = n_old + s + 1;
-            auto row = P.row(s).head(valid);
-            const int64_t lo = window_start(pos0 + s);  // a sliding window: nothing before lo
-            if (lo > 0) {
-              for (int64_t i = 0; i < n_old; ++i)
-                if (po[i] < lo) row[i] = -std::numeric_limits<float>::infinity();
-              for (int64_t j = 0; j < s; ++j)
-                if (pos0 + j < lo) row[n_old + j] = -std::numeric_limits<float>::infinity();
-            }
-            const float mx = row.maxCoeff();
-            row.array() = (row.array() - mx).exp();
-            row /= row.sum();
-            P.row(s).tail(n - valid).setZero();
-          }
           auto Ah = A.middleCols(h * D, D);
-          Ah.noalias() = P.rightCols(S) * Vvh.middleCols(kh * D, D);
-          for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
-            const int64_t cnt = std::min(store::kReadBlock, n_old - first);
-            for (int64_t s = 0; s < S; ++s)
-              Vo->accumulate(first, cnt, P.row(s).data() + first, A.row(s).data() + h * D);
+          // The chunk's queries kPrefillRows at a time: the scores take rows x n floats per
+          // piece, not S x n (a long prompt would need S^2). A chunk of up to kPrefillRows
+          // tokens is one block: the same products as one pass.
+          for (int64_t s0 = 0; s0 < S; s0 += kPrefillRows) {
+            const int64_t bs = std::min(kPrefillRows, S - s0);
+            P.resize(bs, n);
+            for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
+              const int64_t cnt = std::min(store::kReadBlock, n_old - first);
+              if (pre) {  // pre-RoPE keys: read, rotate, multiply
+                read_keys(*Ko, po, pre, first, cnt, Kblk.data());
+                P.middleCols(first, cnt).noalias() =
+                    Qs->block(s0, h * D, bs, D) * Kblk.topRows(cnt).transpose();
+              } else {  // on the stored rows (the store rounds the query if its codec asks)
+                for (int64_t s = 0; s < bs; ++s)
+                  Ko->dot(first, cnt, Q.row(s0 + s).data() + h * D, P.row(s).data() + first);
+              }
+            }
+            P.rightCols(S).noalias() =
+                Qs->block(s0, h * D, bs, D) * Krh.middleCols(kh * D, D).transpose();
+            P *= scale;
+            for (int64_t s = 0; s < bs; ++s) {  // causal: token s0 + s sees old rows + 0..s0 + s
+              const int64_t valid = n_old + s0 + s + 1;
+              auto row = P.row(s).head(valid);
+              const int64_t lo = window_start(pos0 + s0 + s);  // a sliding window: none before lo
+              if (lo > 0) {
+                for (int64_t i = 0; i < n_old; ++i)
+                  if (po[i] < lo) row[i] = -std::numeric_limits<float>::infinity();
+                for (int64_t j = 0; j < s0 + s; ++j)
+                  if (pos0 + j < lo) row[n_old + j] = -std::numeric_limits<float>::infinity();
+              }
+              const float mx = row.maxCoeff();
+              row.array() = (row.array() - mx).exp();
+              row /= row.sum();
+              P.row(s).tail(n - valid).setZero();
+            }
+            Ah.middleRows(s0, bs).noalias() = P.rightCols(S) * Vvh.middleCols(kh * D, D);
+            for (int64_t first = 0; first < n_old; first += store::kReadBlock) {
+              const int64_t cnt = std::min(store::kReadBlock, n_old - first);
+              for (int64_t s = 0; s < bs; ++s)
+                Vo->accumulate(first, cnt, P.row(s).data() + first, A.row(s0 + s).data() + h * D);
+            }
           }
         }
       });

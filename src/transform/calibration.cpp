@@ -2,8 +2,6 @@
 // Layout: docs/format.md, "Calibration files".
 #include "veloxquant/calibration.hpp"
 
-#include <unistd.h>
-
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
@@ -16,6 +14,7 @@
 #include "coding/byte_io.hpp"
 #include "coding/checksum.hpp"
 #include "coding/quantizer.hpp"
+#include "core/file_io.hpp"
 #include "veloxquant/errors.hpp"
 
 namespace vq {
@@ -313,26 +312,9 @@ void Calibration::save(const std::string& path) const {
   } catch (const FormatError& e) {
     VQ_THROW(InvalidArgument, "refusing to write calibration '", path, "': ", e.what());
   }
-  // Write beside the target and rename, so a concurrent reader sees the old file or the new one.
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    VQ_CHECK(f.good(), IoError, "cannot open '", tmp, "' for writing");
-    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-    f.close();
-    if (f.fail()) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      VQ_THROW(IoError, "failed writing '", tmp, "'");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ec2;
-    std::filesystem::remove(tmp, ec2);
-    VQ_THROW(IoError, "cannot move '", tmp, "' to '", path, "': ", ec.message());
-  }
+  // a temporary file beside the target, renamed over it once written: a concurrent reader sees
+  // the old file or the new one, and a device, FIFO or symlink is written through, not replaced
+  write_file_atomic(path, b);
 }
 
 Calibration Calibration::load(const std::string& path) {

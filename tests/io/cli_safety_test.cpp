@@ -420,3 +420,91 @@ TEST_F(CliSafety, CalibrationsAreTiedToTheirModel) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every output is checked before the command does any work: a second output (--json) that
+// cannot be written must not fail the command after its first output has replaced a file.
+TEST_F(CliSafety, ABadSecondOutputFailsBeforeTheFirstIsWritten) {
+  write_x("x.npy");
+  ASSERT_EQ(cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("a.vqkv")).status, 0);
+  spit(path("keep"), "KEEP");
+  const std::string bad = path("no_such_dir/j.json");
+  CliResult r =
+      cli("compress -m q8_0:block=8 " + path("x.npy") + " " + path("keep") + " --json " + bad);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot write --json '" + bad + "': the directory '" + path("no_such_dir") +
+                       "' does not exist"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(path("keep")), "KEEP");
+  r = cli("decompress " + path("a.vqkv") + " " + path("keep") + " --json " + bad);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(slurp(path("keep")), "KEEP");
+  r = cli("evict -m h2o:budget=8 --keys " + path("x.npy") + " --values " + path("x.npy") +
+          " --out " + path("keep") + " --json " + bad);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(slurp(path("keep")), "KEEP");
+  // a directory named as an output file
+  r = cli("compress -m q8_0:block=8 " + path("x.npy") + " " + dir_.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+  // the same check on the commands that only write JSON
+  r = cli("methods --json " + bad);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot write --json"), std::string::npos) << r.err;
+  r = cli("bench kernels --json " + bad);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot write --json"), std::string::npos) << r.err;
+  EXPECT_EQ(temporaries(), 0);
+}
+
+// A directory or an endless stream given as text is named in the error, not read as empty text
+// or until memory runs out.
+TEST_F(CliSafety, TextThatIsADirectoryOrAnEndlessStreamIsRefused) {
+  const std::string st = vq::locate_model_file("stories260K.bin");
+  if (st.empty()) GTEST_SKIP() << "stories260K.bin not found";
+  CliResult r = cli("perplexity --model " + st + " --text " + dir_.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("'" + dir_.string() + "': it is a directory"), std::string::npos) << r.err;
+  r = cli("tokenize --model " + st + " --text " + dir_.string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+  r = cli("perplexity --model " + st + " --text /dev/zero --max-tokens 10");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("'/dev/zero': it is not a regular file and runs past 1073741824 bytes"),
+            std::string::npos)
+      << r.err;
+  r = cli("dump-kv --model " + st + " --prompt '' -o " + path("d.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--prompt is empty"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("d.npy")));
+}
+
+// calibrate --out writes like every other output: through a symlink to its target, into a FIFO
+// in place, never replacing the link or the node.
+TEST_F(CliSafety, CalibrateWritesThroughLinksAndIntoFifos) {
+  const std::string st = vq::locate_model_file("stories260K.bin");
+  if (st.empty()) GTEST_SKIP() << "stories260K.bin not found";
+  const std::string target = path("target.vqcal"), link = path("link.vqcal");
+  spit(target, "OLD");
+  fs::create_symlink(target, link);
+  CliResult r = cli("-q calibrate --model " + st + " --max-tokens 300 --out " + link);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_NO_THROW(vq::Calibration::load(target));
+  const std::string fifo = path("cal.fifo"), got = path("from_fifo.vqcal");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = cli("-q calibrate --model " + st + " --max-tokens 300 --out " + fifo,
+          "(cat " + fifo + " > " + got + " &);");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (int i = 0; i < 100 && fs::file_size(got) < fs::file_size(target); ++i) ::usleep(20000);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(slurp(got), slurp(target)) << "the reader got the whole calibration";
+  r = cli("calibrate --model " + st + " --max-tokens 300 --out ''");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--out is empty"), std::string::npos) << r.err;
+  EXPECT_EQ(temporaries(), 0);
+}
+
+}  // namespace

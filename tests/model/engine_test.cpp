@@ -215,6 +215,32 @@ TEST(Engine, PrefillMatchesStepByStep) {
   }
 }
 
+// A chunk longer than the rows its queries attend at a time (2048): the blocks' rows must match
+// stepping through the same tokens, on both sides of every block boundary, with old rows cached.
+TEST(Engine, LongPrefillChunkAttendsInRowBlocks) {
+  const int64_t first = 50, chunk = 2 * 2048 + 200;
+  const vq::Model m = vq::Model::random(vqtest::small_config(first + chunk + 2), 5, 0.3f);
+  const int64_t V = m.config().vocab_size;
+  const auto tokens = vqtest::some_tokens(first + chunk + 2, V, 7);
+  vq::Engine e(m, "full");
+  const auto steps = step_all(e, tokens);
+  e.reset();
+  e.prefill(std::vector<int32_t>(tokens.begin(), tokens.begin() + first));
+  const std::vector<float> whole =
+      e.prefill(std::vector<int32_t>(tokens.begin() + first, tokens.begin() + first + chunk));
+  ASSERT_EQ(whole.size(), static_cast<size_t>(chunk * V));
+  for (const int64_t r :
+       {int64_t{0}, int64_t{2047}, int64_t{2048}, int64_t{4095}, int64_t{4096}, chunk - 1}) {
+    const auto at = whole.begin() + static_cast<std::ptrdiff_t>(r * V);
+    expect_close(std::vector<float>(at, at + V), steps[static_cast<size_t>(first + r)], 0x1p-11f,
+                 "row " + std::to_string(r) + " of the long chunk");
+  }
+  for (size_t p = static_cast<size_t>(first + chunk); p < tokens.size(); ++p) {
+    const float* lg = e.step(tokens[p]);
+    expect_close(std::vector<float>(lg, lg + V), steps[p], 0x1p-11f, "decode after it");
+  }
+}
+
 TEST(Engine, EvictionWithBudgetAtLeastTheContextIsIdenticalToFull) {
   const vq::Model m = small_model();
   const int64_t ctx = m.config().seq_len;
