@@ -136,6 +136,10 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
                                            {"fma_kernel", lim.fma_kernel}}},
                                          {"models", jmodels},
                                          {"rows", jrows}});
+    std::vector<vq::bench::EngineRow> decode;
+    for (const auto& r : res.rows)
+      if (r.kind == "decode") decode.push_back(r);
+    refuse_if_all_failed("bench engine: decode", decode);
   });
 }
 

@@ -19,12 +19,16 @@ void register_bench_kvtc(CLI::App& bench, Globals& g) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--seeds", o->b.n_seeds, "data seeds per configuration")
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--head-dim", o->b.head_dim, "head dimension D")->check(CLI::Range(1, 4096));
+  cmd->add_option("--head-dim", o->b.head_dim,
+                  "head dimension D; the budgets are 2 and 4 bits per value (2 D and 4 D bits per "
+                  "token: 64 and 128 at the default 32)")
+      ->check(CLI::Range(1, 4096));
   cmd->add_option("--kvtc-options", o->b.kvtc_extra,
                   "extra kvtc options, e.g. 'alloc=waterfill' or 'chunk_tokens=64'");
   cmd->add_option("--json", o->json, "write {benchmark, rows, fitted_beta} JSON ('-' = stdout)");
   cmd->callback([o, &g] {
     check_io_paths({}, {{"--json", o->json}});
+    o->b.budgets = {2 * o->b.head_dim, 4 * o->b.head_dim};
     const auto rows = vq::bench::run_kvtc_bench(o->b);
     const vq::coding::DistortionFit fit = vq::coding::fit_distortion_curve();
     nlohmann::json jrows = nlohmann::json::array();

@@ -71,6 +71,7 @@ void register_bench_memory(CLI::App& bench, Globals& g) {
                                          {"dim", o->m.dim},
                                          {"update", o->m.update},
                                          {"rows", jrows}});
+    refuse_if_all_failed("bench memory", rows);
   });
 }
 

@@ -49,6 +49,18 @@ void check_writable(const NamedPath& output);
 /// every pair of outputs.
 void check_io_paths(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
+/// After a benchmark printed its rows: throws vq::InvalidArgument (so the command exits 1) when
+/// there was at least one row and every row holds an error, quoting the first. Rows: anything
+/// with .error and .method or .spec.
+template <typename Rows>
+void refuse_if_all_failed(const char* what, const Rows& rows) {
+  if (rows.empty()) return;
+  for (const auto& r : rows)
+    if (r.error.empty()) return;
+  VQ_THROW(vq::InvalidArgument, what, ": every row failed (", rows.size(),
+           "); the first: ", rows.front().error);
+}
+
 /// A plain aligned text table.
 class Table {
  public:

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/rng.hpp"
+#include "eval/bench_options.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/errors.hpp"
 
@@ -81,6 +82,7 @@ std::vector<CurdkvRow> run_curdkv_bench(const CurdkvBenchOptions& opt) {
     for (int64_t S : opt.seq_lens) {
       for (int64_t budget : opt.budgets) {
         for (const std::string method : {"curdkv", "h2o"}) {
+          check_extra_options("curdkv bench", opt.curdkv_extra, {"budget", "n_sink"});
           std::string spec = method + ":budget=" + std::to_string(budget) + ",n_sink=0";
           if (method == "curdkv" && !opt.curdkv_extra.empty()) spec += "," + opt.curdkv_extra;
           double retention = 0, ms = 0;

@@ -19,10 +19,14 @@ namespace {
 const char* const kAllTypes[] = {"F32",  "F16",  "BF16", "Q8_0", "Q4_0", "Q4_1",
                                  "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"};
 
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 GgmlType type_named(const std::string& n) {
   // Either case (q8_0 as bench engine spells it, or Q8_0 as ggml does).
-  std::string up = n;
-  for (char& c : up) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string up = upper(n);
   for (uint32_t id = 0; id < 64; ++id)
     if (ggml_type_supported(id) && ggml_type_name(id) == up) return static_cast<GgmlType>(id);
   VQ_THROW(InvalidArgument, "bench kernels: type '", n,
@@ -64,8 +68,11 @@ std::vector<uint8_t> random_weights(GgmlType t, int64_t n, Rng& rng) {
   return b;
 }
 
+// The best of `repeats` timed calls, after one untimed call (the first call of a run also starts
+// the thread pool's workers and faults in the output).
 template <typename F>
 double best_us(int repeats, F&& f) {
+  f();
   double best = 1e300;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -88,7 +95,12 @@ std::vector<KernelRow> run_kernel_bench(const KernelOptions& opt) {
            "bench kernels: batch = ", opt.batch, " is outside [1, 4096]");
   VQ_CHECK(opt.repeats >= 1 && opt.repeats <= 1000, InvalidArgument,
            "bench kernels: repeats = ", opt.repeats, " is outside [1, 1000]");
-  std::vector<std::string> names = opt.types;
+  // ggml's spelling, each type once (q8_0 and Q8_0 are the same kernel)
+  std::vector<std::string> names;
+  for (const std::string& n : opt.types) {
+    (void)type_named(n);  // refuses an unknown type, naming it
+    if (std::find(names.begin(), names.end(), upper(n)) == names.end()) names.push_back(upper(n));
+  }
   if (names.empty()) names.assign(std::begin(kAllTypes), std::end(kAllTypes));
   if (std::find(names.begin(), names.end(), "F32") == names.end())
     names.insert(names.begin(), "F32");  // the reference every ratio is taken against

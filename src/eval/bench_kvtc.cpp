@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/rng.hpp"
+#include "eval/bench_options.hpp"
 #include "transform/pca_coder.hpp"
 #include "transform/transform_cache.hpp"
 #include "veloxquant/errors.hpp"
@@ -85,6 +86,7 @@ Reconstruction measure_reconstruction(const Tensor& keys, const Tensor& values,
 std::vector<KvtcRow> run_kvtc_bench(const KvtcBenchOptions& opt) {
   VQ_CHECK(opt.n_seeds >= 1, InvalidArgument, "kvtc bench: n_seeds = ", opt.n_seeds,
            " must be >= 1");
+  check_extra_options("kvtc bench", opt.kvtc_extra, {"bit_budget"});
   std::vector<KvtcRow> rows;
   for (const auto& geo : opt.geometries)
     for (int64_t S : opt.seq_lens)

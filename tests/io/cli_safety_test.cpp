@@ -457,6 +457,11 @@ TEST_F(CliSafety, ABadSecondOutputFailsBeforeTheFirstIsWritten) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("cannot write --json"), std::string::npos) << r.err;
   EXPECT_EQ(temporaries(), 0);
+  // a benchmark whose every row failed says so in its exit status, not only in its table
+  r = cli("bench memory --methods nope --tokens 64 --heads 1 --query-heads 1 --update 64");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("every row failed (1); the first: unknown method 'nope'"), std::string::npos)
+      << r.err;
 }
 
 // A directory or an endless stream given as text is named in the error, not read as empty text

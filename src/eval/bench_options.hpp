@@ -1,0 +1,28 @@
+// Options a benchmark passes through to a method spec ("--kvtc-options", "--curdkv-options").
+#pragma once
+
+#include <algorithm>
+#include <initializer_list>
+#include <string>
+
+#include "veloxquant/errors.hpp"
+
+namespace vq::bench {
+
+/// Refuses (InvalidArgument, naming the key) extra "key=value,..." options that set one of the
+/// keys the benchmark sets itself on every row (its sweep variables).
+inline void check_extra_options(const char* bench, const std::string& extra,
+                                std::initializer_list<const char*> owned) {
+  size_t at = 0;
+  while (at < extra.size()) {
+    const size_t end = std::min(extra.find(',', at), extra.size());
+    const std::string item = extra.substr(at, end - at);
+    const std::string key = item.substr(0, item.find('='));
+    for (const char* k : owned)
+      VQ_CHECK(key != k, InvalidArgument, bench, ": the extra options '", extra, "' set '", k,
+               "', which the benchmark sets on every row; leave it out");
+    at = end + 1;
+  }
+}
+
+}  // namespace vq::bench

@@ -1,0 +1,29 @@
+// The options a benchmark passes through to a method: the keys it sweeps itself are refused.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "eval/bench_kvtc.hpp"
+#include "eval/bench_options.hpp"
+#include "veloxquant/errors.hpp"
+
+namespace {
+
+TEST(BenchOptions, ExtraOptionsMayNotSetTheSweptKeys) {
+  EXPECT_NO_THROW(vq::bench::check_extra_options("b", "", {"budget"}));
+  EXPECT_NO_THROW(vq::bench::check_extra_options("b", "alloc=waterfill,budgets=3", {"budget"}));
+  try {
+    vq::bench::check_extra_options("curdkv bench", "score=mean,n_sink=2", {"budget", "n_sink"});
+    FAIL() << "n_sink was accepted";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("set 'n_sink', which the benchmark sets"),
+              std::string::npos)
+        << e.what();
+  }
+  vq::bench::KvtcBenchOptions o;
+  o.n_seeds = 1;
+  o.kvtc_extra = "bit_budget=1";
+  EXPECT_THROW(vq::bench::run_kvtc_bench(o), vq::InvalidArgument);
+}
+
+}  // namespace
