@@ -26,6 +26,10 @@ void register_info(CLI::App& app, Globals& g) {
       print_model_info(o->in, o->json, o->no_sections);
       return;
     }
+    if (is_llama2c_checkpoint(o->in)) {
+      print_llama2c_info(o->in, o->json);
+      return;
+    }
     const std::vector<uint8_t> file = vq::read_file_bytes(o->in);
     vq::VqkvIndex idx;
     try {

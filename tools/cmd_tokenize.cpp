@@ -5,53 +5,10 @@
 
 #include "cli_util.hpp"
 #include "model_cli.hpp"
+#include "model_info.hpp"
 #include "veloxquant/tokenizers.hpp"
 
 namespace vqcli {
-namespace {
-
-// The seven int32 of a llama2.c header, or false when the file is shorter.
-bool read_header(const std::string& path, int32_t h[7], uint64_t& size) {
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return false;
-  size = static_cast<uint64_t>(f.tellg());
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(h), 28);
-  return f.gcount() == 28;
-}
-
-// True when `path` is a llama2.c checkpoint: its header is a valid config whose weights take
-// exactly the file's size (a tokenizer.bin never does).
-bool is_llama2c_checkpoint(const std::string& path) {
-  int32_t h[7];
-  uint64_t size = 0;
-  if (!read_header(path, h, size)) return false;
-  vq::ModelConfig c;
-  c.dim = h[0];
-  c.hidden_dim = h[1];
-  c.n_layers = h[2];
-  c.n_heads = h[3];
-  c.n_kv_heads = h[4];
-  c.shared_classifier = h[5] > 0;
-  c.vocab_size = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
-  c.seq_len = h[6];
-  try {
-    c.validate();
-    return static_cast<uint64_t>(c.file_bytes()) == size;
-  } catch (const vq::Error&) {
-    return false;
-  }
-}
-
-int64_t checkpoint_vocab(const std::string& path) {
-  int32_t h[7];
-  uint64_t size = 0;
-  read_header(path, h, size);
-  return h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
-}
-
-}  // namespace
-
 void register_tokenize(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
       "tokenize",
@@ -89,6 +46,13 @@ void register_tokenize(CLI::App& app, Globals& g) {
       path = resolve_tokenizer("", checkpoint_vocab(path));
     }
     std::unique_ptr<vq::TextTokenizer> tok = vq::load_tokenizer(path);
+    if (!o->tokenizer.empty() && !o->model.empty() && is_llama2c_checkpoint(o->model)) {
+      // the ids must be the model's: a tokenizer of another vocabulary gives ids it cannot read
+      const int64_t V = checkpoint_vocab(o->model);
+      VQ_CHECK(tok->vocab_size() == V, vq::InvalidArgument, "tokenizer '", o->tokenizer, "' holds ",
+               tok->vocab_size(), " pieces but the model's vocabulary has ", V, " (model '",
+               o->model, "')");
+    }
     const std::string text = have_string ? o->text_string : read_text_file(o->text_file);
     const bool bos = !o->no_bos && tok->add_bos_default();
     const std::vector<int32_t> ids = tok->encode(text, bos, o->parse_special);

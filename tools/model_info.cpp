@@ -4,11 +4,13 @@
 #include "model_info.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "veloxquant/errors.hpp"
 #include "veloxquant/gguf.hpp"
 #include "veloxquant/hf_config.hpp"
+#include "veloxquant/model.hpp"
 #include "veloxquant/safetensors.hpp"
 #include "veloxquant/tokenizers.hpp"
 
@@ -176,6 +178,75 @@ void print_model_info(const std::string& path, const std::string& json_path, boo
     }
   }
   if (summary) j.erase("tensors");
+  if (!json_path.empty()) write_json(json_path, j);
+}
+
+// The seven int32 of a llama2.c header, or false when the file is shorter.
+static bool read_header(const std::string& path, int32_t h[7], uint64_t& size) {
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  if (!f) return false;
+  size = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  f.read(reinterpret_cast<char*>(h), 28);
+  return f.gcount() == 28;
+}
+
+// True when `path` is a llama2.c checkpoint: its header is a valid config whose weights take
+// exactly the file's size (a tokenizer.bin never does).
+bool is_llama2c_checkpoint(const std::string& path) {
+  int32_t h[7];
+  uint64_t size = 0;
+  if (!read_header(path, h, size)) return false;
+  vq::ModelConfig c;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;
+  c.vocab_size = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
+  c.seq_len = h[6];
+  try {
+    c.validate();
+    return static_cast<uint64_t>(c.file_bytes()) == size;
+  } catch (const vq::Error&) {
+    return false;
+  }
+}
+
+int64_t checkpoint_vocab(const std::string& path) {
+  int32_t h[7];
+  uint64_t size = 0;
+  read_header(path, h, size);
+  return h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
+}
+
+void print_llama2c_info(const std::string& path, const std::string& json_path) {
+  int32_t h[7];
+  uint64_t size = 0;
+  VQ_CHECK(read_header(path, h, size), vq::FormatError, path, ": shorter than a llama2.c header");
+  const int64_t vocab = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
+  nlohmann::json j{{"file", path},
+                   {"format", "llama2.c checkpoint"},
+                   {"bytes", size},
+                   {"dim", h[0]},
+                   {"hidden_dim", h[1]},
+                   {"n_layers", h[2]},
+                   {"n_heads", h[3]},
+                   {"n_kv_heads", h[4]},
+                   {"head_dim", h[0] / h[3]},
+                   {"vocab_size", vocab},
+                   {"shared_classifier", h[5] > 0},
+                   {"context_length", h[6]}};
+  if (json_path != "-") {
+    std::printf("%s: llama2.c checkpoint, %llu bytes (fp32 weights, no tokenizer or metadata)\n",
+                path.c_str(), static_cast<unsigned long long>(size));
+    std::printf(
+        "dim %d, hidden %d, %d layers, %d/%d heads (head_dim %d), vocab %lld (%s), "
+        "context %d\n",
+        h[0], h[1], h[2], h[3], h[4], h[0] / h[3], static_cast<long long>(vocab),
+        h[5] > 0 ? "shared classifier" : "separate classifier", h[6]);
+  }
   if (!json_path.empty()) write_json(json_path, j);
 }
 

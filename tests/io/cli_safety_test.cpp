@@ -512,4 +512,27 @@ TEST_F(CliSafety, CalibrateWritesThroughLinksAndIntoFifos) {
   EXPECT_EQ(temporaries(), 0);
 }
 
+// info reads a llama2.c checkpoint's header (it said "bad magic (not a .vqkv file)"), and
+// tokenize refuses a tokenizer whose vocabulary is not the model's (it printed ids the model
+// cannot read).
+TEST_F(CliSafety, InfoReadsLlama2cHeadersAndTokenizeChecksTheVocabulary) {
+  const std::string st = vq::locate_model_file("stories260K.bin");
+  const std::string tok105 = vq::locate_model_file("tok105.bin");
+  const std::string tok512 = vq::locate_model_file("tok512.bin");
+  if (st.empty() || tok105.empty() || tok512.empty())
+    GTEST_SKIP() << "stories260K.bin, tok105.bin or tok512.bin not found";
+  CliResult r = cli("info " + st);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("llama2.c checkpoint"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dim 64, hidden 172, 5 layers, 8/4 heads (head_dim 8), vocab 512"),
+            std::string::npos)
+      << r.out;
+  r = cli("tokenize --model " + st + " --tokenizer " + tok105 + " --text-string hi");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("holds 105 pieces but the model's vocabulary has 512"), std::string::npos)
+      << r.err;
+  r = cli("tokenize --model " + st + " --tokenizer " + tok512 + " --text-string hi");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 }  // namespace
