@@ -10,7 +10,8 @@ void register_info(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
       "info",
       "Show a .vqkv file's header, bytes per section and compression ratio; or a model's "
-      "(.gguf, Hugging Face directory, .safetensors) architecture, shapes, types and tokenizer");
+      "(.gguf, Hugging Face directory, .safetensors) architecture, shapes, types and tokenizer; or "
+      "a llama2.c checkpoint's header");
   struct Opts {
     std::string in, json;
     bool no_sections = false;
