@@ -35,7 +35,9 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
   cmd->add_option("--rounds", o->e.rounds,
                   "decode rounds per context, the methods' steps taking turns in each")
       ->capture_default_str();
-  cmd->add_option("--seed", o->e.seed, "weights and tokens seed")->capture_default_str();
+  cmd->add_option("--seed", o->e.seed, "weights and tokens seed")
+      ->capture_default_str()
+      ->check(seed_validator());
   add_threads_option(cmd);
   cmd->callback([o, &g] {
     check_io_paths({}, {{"--json", o->json}});

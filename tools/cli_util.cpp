@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,18 @@
 #include "veloxquant/vqkv.hpp"
 
 namespace vqcli {
+
+CLI::Validator seed_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (s.empty() || ec != std::errc() || end != s.data() + s.size())
+          return "'" + s + "' is not a decimal integer in [0, 18446744073709551615]";
+        return "";
+      },
+      "UINT64");
+}
 
 void write_json(const std::string& path, const nlohmann::json& j) {
   if (path == "-") {

@@ -22,6 +22,10 @@ struct Globals {
 /// [1, vq::kMaxThreads] is refused with an error naming it.
 void add_threads_option(CLI::App* cmd);
 
+/// A validator for --seed: a decimal integer in [0, 2^64 - 1], written out (CLI11 alone takes
+/// "-1" as 2^64 - 1, a longer number as the largest, and "" as 0).
+CLI::Validator seed_validator();
+
 /// Write JSON to `path` ("-" = stdout), atomically (temporary file + rename). Throws
 /// vq::IoError when the file cannot be written.
 void write_json(const std::string& path, const nlohmann::json& j);

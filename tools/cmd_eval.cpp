@@ -262,7 +262,7 @@ void register_eval(CLI::App& app, Globals& g) {
   cmd->add_option("--prefill", o->prefill,
                   "tokens of each window fed through the exact prefill path (0 = all one by one)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  cmd->add_option("--seed", o->seed, "cache seed");
+  cmd->add_option("--seed", o->seed, "cache seed")->check(seed_validator());
   cmd->add_option("--protocol", o->protocol,
                   "decode: every window from BOS through the method's decode-time policy "
                   "(default); prefill: kvpress's protocol, the context prefilled exactly, "

@@ -32,7 +32,7 @@ void register_generate(CLI::App& app, Globals& g) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--temperature", o->temperature, "0 = greedy; otherwise softmax sampling")
       ->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--seed", o->seed, "sampling seed (and cache seed)");
+  cmd->add_option("--seed", o->seed, "sampling seed (and cache seed)")->check(seed_validator());
   cmd->add_option("--method", o->method, "KV-cache method spec, e.g. 'curdkv:budget=64'");
   cmd->add_flag("--strict-view", o->strict_view,
                 "a token the cache drops at once does not attend to itself (see docs/eval.md)");

@@ -35,7 +35,7 @@ void register_perplexity(CLI::App& app, Globals& g) {
   cmd->add_option("--prefill", o->prefill,
                   "tokens of each window fed through the exact prefill path (0 = all one by one)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  cmd->add_option("--seed", o->seed, "cache seed");
+  cmd->add_option("--seed", o->seed, "cache seed")->check(seed_validator());
   cmd->add_flag("--strict-view", o->strict_view,
                 "a token the cache drops at once does not attend to itself (see docs/eval.md)");
   cmd->add_option("--json", o->json, "write the result as JSON to this file ('-' = stdout)");

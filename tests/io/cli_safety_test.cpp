@@ -533,6 +533,15 @@ TEST_F(CliSafety, InfoReadsLlama2cHeadersAndTokenizeChecksTheVocabulary) {
       << r.err;
   r = cli("tokenize --model " + st + " --tokenizer " + tok512 + " --text-string hi");
   EXPECT_EQ(r.status, 0) << r.err;
+  // --seed takes the number written, not a wrapped or saturated one
+  for (const char* bad : {"-1", "99999999999999999999999", "''"}) {
+    r = cli("generate --model " + st + " --steps 2 --seed " + bad);
+    EXPECT_EQ(r.status, 1) << bad;
+    EXPECT_NE(r.err.find("is not a decimal integer in [0, 18446744073709551615]"),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(cli("generate --model " + st + " --steps 2 --seed 18446744073709551615").status, 0);
 }
 
 }  // namespace
