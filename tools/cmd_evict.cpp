@@ -73,18 +73,20 @@ void register_evict(CLI::App& app, Globals& g) {
   auto* prefill = cmd->add_option("--prefill", o->prefill,
                                   "tokens passed in the first update (the rest go one at a time)")
                       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_option("--compress-ratio", o->compress_ratio,
-                  "one-shot compression (kvpress's protocol): all S tokens are the context, "
-                  "scored once by the method's one-shot rule; each head keeps "
-                  "max(1, int(S * (1 - R))) tokens. R in [0, 1). The method may carry an "
-                  "'adakv/' prefix (head-adaptive budgets)")
-      ->excludes(prefill);
+  auto* ratio_opt =
+      cmd->add_option("--compress-ratio", o->compress_ratio,
+                      "one-shot compression (kvpress's protocol): all S tokens are the context, "
+                      "scored once by the method's one-shot rule; each head keeps "
+                      "max(1, int(S * (1 - R))) tokens. R in [0, 1). The method may carry an "
+                      "'adakv/' prefix (head-adaptive budgets)")
+          ->excludes(prefill);
   cmd->add_option("--out,-o", o->out,
                   "output .npy of kept positions [H, n_kept], int64 ('-' = stdout)")
       ->required();
   cmd->add_option("--json", o->json, "write a summary as JSON ('-' = stdout)");
-  cmd->callback([o, &g] {
-    const bool one_shot = o->compress_ratio != -1;
+  cmd->callback([o, ratio_opt, &g] {
+    // given at all (even as -1, which is not a ratio): one-shot, and the ratio is checked
+    const bool one_shot = ratio_opt->count() > 0;
     vq::eviction::OneShotSpec spec;
     if (one_shot) {
       spec = vq::eviction::parse_one_shot(o->method);

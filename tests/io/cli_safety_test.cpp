@@ -342,6 +342,10 @@ TEST_F(CliSafety, EvictCompressRatioKeepsTheOneShotChoice) {
   CliResult bad = cli("evict -m knorm --compress-ratio 1" + kv + " --out " + path("p.npy"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("compression ratio = 1 is outside [0, 1)"), std::string::npos) << bad.err;
+  // -1 given explicitly is a ratio like any other, not a silent switch to the decode protocol
+  bad = cli("evict -m knorm --compress-ratio -1" + kv + " --out " + path("p.npy"));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("compression ratio = -1 is outside [0, 1)"), std::string::npos) << bad.err;
   bad = cli("evict -m full --compress-ratio 0.5" + kv + " --out " + path("p.npy"));
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("'full' has no one-shot scoring"), std::string::npos) << bad.err;
