@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "formats/bf16.hpp"
 #include "veloxquant/errors.hpp"
@@ -22,6 +23,27 @@ StDtype parse_dtype(const std::string& s, const std::string& who) {
   if (s == "F16") return StDtype::F16;
   if (s == "BF16") return StDtype::BF16;
   VQ_THROW(FormatError, who, ": dtype ", s, " is not supported (supported: F32, F16, BF16)");
+}
+
+// JSON text as an object, refusing a key that appears twice in one object (a plain parse keeps
+// the last, so two entries for one tensor would silently become one). `who` names the file.
+nlohmann::json parse_unique_keys(const char* b, const char* e, const std::string& who) {
+  std::vector<std::set<std::string>> open;  // the keys of each object being parsed
+  std::string dup;
+  const nlohmann::json::parser_callback_t cb = [&](int, nlohmann::json::parse_event_t ev,
+                                                   nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) open.emplace_back();
+    if (ev == E::object_end && !open.empty()) open.pop_back();
+    if (ev == E::key && !open.empty() && parsed.is_string() &&
+        !open.back().insert(parsed.get<std::string>()).second && dup.empty())
+      dup = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(b, e, cb, /*allow_exceptions=*/false);
+  VQ_CHECK(!j.is_discarded(), FormatError, who, " is not valid JSON");
+  VQ_CHECK(dup.empty(), FormatError, who, " names '", dup, "' twice in one object");
+  return j;
 }
 
 uint64_t checked_u64(const nlohmann::json& j, const std::string& what) {
@@ -77,8 +99,7 @@ SafetensorsFile SafetensorsFile::parse(std::shared_ptr<const MappedFile> file) {
   s.data_offset_ = 8 + n;
   const uint64_t data_bytes = size - s.data_offset_;
   const char* hdr = reinterpret_cast<const char*>(s.file_->data() + 8);
-  nlohmann::json j = nlohmann::json::parse(hdr, hdr + n, nullptr, /*allow_exceptions=*/false);
-  VQ_CHECK(!j.is_discarded(), FormatError, "safetensors header is not valid JSON");
+  nlohmann::json j = parse_unique_keys(hdr, hdr + n, "safetensors header");
   VQ_CHECK(j.is_object(), FormatError, "safetensors header is not a JSON object");
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
@@ -191,8 +212,8 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
     VQ_CHECK(f->size() <= kMaxIndexBytes, FormatError, ps, ": index is ", f->size(),
              " bytes, above the limit ", kMaxIndexBytes);
     const char* b = reinterpret_cast<const char*>(f->data());
-    nlohmann::json j = nlohmann::json::parse(b, b + f->size(), nullptr, false);
-    VQ_CHECK(!j.is_discarded() && j.is_object(), FormatError, ps, ": not a JSON object");
+    nlohmann::json j = parse_unique_keys(b, b + f->size(), ps);
+    VQ_CHECK(j.is_object(), FormatError, ps, ": not a JSON object");
     VQ_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), FormatError, ps,
              ": weight_map missing or not an object");
     std::map<std::string, size_t> shard_of_file;

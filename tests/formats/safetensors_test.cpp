@@ -86,6 +86,19 @@ TEST(Safetensors, HostileHeadersAreRefusedNamingTheTensor) {
     Bytes b = {4, 0, 0, 0, 0, 0, 0, 0, '{', '"', 'a', ' '};
     EXPECT_NE(refusal(b).find("not valid JSON"), std::string::npos);
   }
+  {
+    // one tensor named twice: a plain JSON parse keeps the second entry and drops the first
+    const std::string h = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                          R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+    Bytes b(8);
+    const uint64_t n = h.size();
+    std::memcpy(b.data(), &n, 8);
+    b.insert(b.end(), h.begin(), h.end());
+    b.resize(b.size() + 8, 0);
+    EXPECT_NE(refusal(b).find("safetensors header names 'a' twice in one object"),
+              std::string::npos)
+        << refusal(b);
+  }
   auto edited = [](auto fn) {
     SafetensorsWriter w = sample();
     fn(w.header);
