@@ -521,7 +521,8 @@ constexpr int64_t kMaxSpeedCells = int64_t{1} << 23;  // n x D: 65536 x 128
 void check_options(const SpeedOptions& opt) {
   VQ_CHECK(std::isfinite(opt.min_seconds) && opt.min_seconds >= 0 && opt.min_seconds <= 60,
            InvalidArgument, "bench speed: min_seconds = ", opt.min_seconds, " is outside [0, 60]");
-  if (!opt.eviction && !opt.layer) return;  // the only rows that read ns and dims
+  // ns, dims and rank_cap are read by the eviction and layer rows only, but a bad value is
+  // refused whichever rows run: an option that is accepted and then ignored misleads
   VQ_CHECK(opt.rank_cap >= 1 && opt.rank_cap <= 65536, InvalidArgument,
            "bench speed: rank_cap = ", opt.rank_cap, " is outside [1, 65536]");
   for (const int64_t n : opt.ns)

@@ -101,6 +101,18 @@ TEST(StreamTiming, BadSizesAreRefusedNamingTheValue) {
   }
   EXPECT_THROW(vq::bench::stream_ns_per_token("full", {}, {}, 0, 0, 1, 0), vq::InvalidArgument);
   EXPECT_THROW(vq::bench::realistic_kv(4, 0, 1, true), vq::InvalidArgument);
+  // refused also when no row that reads them runs (attention only): accepted and then ignored,
+  // a bad value would mislead
+  vq::bench::SpeedOptions a;
+  a.eviction = a.layer = a.codec = a.generate = false;
+  a.ns = {-1};
+  try {
+    vq::bench::run_speed_bench(a);
+    ADD_FAILURE() << "--ns -1 accepted with the attention rows only";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--ns -1 is outside [8, 65536]"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Head dims below 8 have fewer outlier channels: the generator used to scale channels 3 and D - 5
