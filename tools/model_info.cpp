@@ -197,15 +197,7 @@ bool is_llama2c_checkpoint(const std::string& path) {
   int32_t h[7];
   uint64_t size = 0;
   if (!read_header(path, h, size)) return false;
-  vq::ModelConfig c;
-  c.dim = h[0];
-  c.hidden_dim = h[1];
-  c.n_layers = h[2];
-  c.n_heads = h[3];
-  c.n_kv_heads = h[4];
-  c.shared_classifier = h[5] > 0;
-  c.vocab_size = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
-  c.seq_len = h[6];
+  const vq::ModelConfig c = vq::ModelConfig::from_llama2c_header(h);
   try {
     c.validate();
     return static_cast<uint64_t>(c.file_bytes()) == size;
@@ -218,34 +210,39 @@ int64_t checkpoint_vocab(const std::string& path) {
   int32_t h[7];
   uint64_t size = 0;
   read_header(path, h, size);
-  return h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
+  return vq::ModelConfig::from_llama2c_header(h).vocab_size;
 }
 
 void print_llama2c_info(const std::string& path, const std::string& json_path) {
   int32_t h[7];
   uint64_t size = 0;
   VQ_CHECK(read_header(path, h, size), vq::FormatError, path, ": shorter than a llama2.c header");
-  const int64_t vocab = h[5] > 0 ? h[5] : -static_cast<int64_t>(h[5]);
+  const vq::ModelConfig c = vq::ModelConfig::from_llama2c_header(h);
+  c.validate();
   nlohmann::json j{{"file", path},
                    {"format", "llama2.c checkpoint"},
                    {"bytes", size},
-                   {"dim", h[0]},
-                   {"hidden_dim", h[1]},
-                   {"n_layers", h[2]},
-                   {"n_heads", h[3]},
-                   {"n_kv_heads", h[4]},
-                   {"head_dim", h[0] / h[3]},
-                   {"vocab_size", vocab},
-                   {"shared_classifier", h[5] > 0},
-                   {"context_length", h[6]}};
+                   {"dim", c.dim},
+                   {"hidden_dim", c.hidden_dim},
+                   {"n_layers", c.n_layers},
+                   {"n_heads", c.n_heads},
+                   {"n_kv_heads", c.n_kv_heads},
+                   {"head_dim", c.head_dim()},
+                   {"vocab_size", c.vocab_size},
+                   {"shared_classifier", c.shared_classifier},
+                   {"context_length", c.seq_len}};
   if (json_path != "-") {
     std::printf("%s: llama2.c checkpoint, %llu bytes (fp32 weights, no tokenizer or metadata)\n",
                 path.c_str(), static_cast<unsigned long long>(size));
     std::printf(
-        "dim %d, hidden %d, %d layers, %d/%d heads (head_dim %d), vocab %lld (%s), "
-        "context %d\n",
-        h[0], h[1], h[2], h[3], h[4], h[0] / h[3], static_cast<long long>(vocab),
-        h[5] > 0 ? "shared classifier" : "separate classifier", h[6]);
+        "dim %lld, hidden %lld, %lld layers, %lld/%lld heads (head_dim %lld), vocab %lld "
+        "(%s), context %lld\n",
+        static_cast<long long>(c.dim), static_cast<long long>(c.hidden_dim),
+        static_cast<long long>(c.n_layers), static_cast<long long>(c.n_heads),
+        static_cast<long long>(c.n_kv_heads), static_cast<long long>(c.head_dim()),
+        static_cast<long long>(c.vocab_size),
+        c.shared_classifier ? "shared classifier" : "separate classifier",
+        static_cast<long long>(c.seq_len));
   }
   if (!json_path.empty()) write_json(json_path, j);
 }

@@ -73,6 +73,10 @@ struct ModelConfig {
   int64_t head_dim() const { return n_heads > 0 ? dim / n_heads : 0; }
   int64_t kv_dim() const { return n_heads > 0 ? dim * n_kv_heads / n_heads : 0; }
 
+  /// The config a llama2.c header's seven int32 describe (dim, hidden_dim, n_layers, n_heads,
+  /// n_kv_heads, vocab_size negated when the classifier is unshared, seq_len); not validated.
+  static ModelConfig from_llama2c_header(const int32_t h[7]);
+
   /// Throws FormatError naming the header field when a value is out of range or the fields
   /// disagree (dim not divisible by n_heads, odd head_dim, n_heads not a multiple of n_kv_heads).
   void validate() const;

@@ -97,6 +97,19 @@ int64_t ModelConfig::file_bytes() const {
   return kHeaderBytes + 4 * n_floats();
 }
 
+ModelConfig ModelConfig::from_llama2c_header(const int32_t h[7]) {
+  ModelConfig c;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;
+  c.vocab_size = h[5] < 0 ? -static_cast<int64_t>(h[5]) : h[5];
+  c.seq_len = h[6];
+  return c;
+}
+
 Model Model::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   VQ_CHECK(f.good(), IoError, "cannot open checkpoint '", path, "'");
@@ -111,14 +124,7 @@ Model Model::load(const std::string& path) {
   VQ_CHECK(f.good(), IoError, "failed reading the header of '", path, "'");
   Model m;
   ModelConfig& c = m.config_;
-  c.dim = h[0];
-  c.hidden_dim = h[1];
-  c.n_layers = h[2];
-  c.n_heads = h[3];
-  c.n_kv_heads = h[4];
-  c.shared_classifier = h[5] > 0;
-  c.vocab_size = h[5] < 0 ? -static_cast<int64_t>(h[5]) : h[5];
-  c.seq_len = h[6];
+  c = ModelConfig::from_llama2c_header(h);
   try {
     c.validate();
   } catch (const FormatError& e) {
