@@ -85,10 +85,8 @@ struct GramSchmidt {
   // One classical pass: x -= sum_p (q_p . x) q_p over the c columns of Q, every coefficient taken
   // from the same x (c independent dot products, not the modified form's dependent chain).
   void project_out(const Lanes8* __restrict Q, int64_t c, Lanes8* __restrict x,
-                   double* __restrict hx) const {
+                   double* __restrict h) const {
     const int K = k();
-    double hl[KC > 0 ? 8 * KC : 1];  // c < r <= D coefficients
-    double* __restrict h = KC > 0 ? hl : hx;
     for (int64_t p = 0; p < c; ++p) {
       const Lanes8* q = Q + p * K;
       Lanes8 acc = q[0] * x[0];
@@ -106,7 +104,6 @@ struct GramSchmidt {
   void run(const float* Y, int64_t ld, int64_t D, int64_t r, Lanes8* __restrict Q,
            double* __restrict h, double* __restrict cover) const {
     const int K = k();
-    if (KC > 0) D = 8 * KC;  // the dispatch gives KC > 0 for D = 64 and 128 only
     Lanes8 local[KC > 0 ? KC : 1];
     const auto scale = [&](Lanes8* x, double by) {
       for (int g = 0; g < K; ++g) x[g] /= by;
