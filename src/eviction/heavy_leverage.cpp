@@ -105,13 +105,21 @@ struct GramSchmidt {
            double* __restrict h, double* __restrict cover) const {
     const int K = k();
     Lanes8 local[KC > 0 ? KC : 1];
+    // by its reciprocal: a vector division is several times slower than the multiply
     const auto scale = [&](Lanes8* x, double by) {
-      for (int g = 0; g < K; ++g) x[g] /= by;
+      const double inv = 1.0 / by;
+      for (int g = 0; g < K; ++g) x[g] *= inv;
     };
+    // Y's columns into Q's storage in one pass over Y's rows (zero padding included)
+    double* qd = reinterpret_cast<double*>(Q);
+    for (int64_t c = 0; c < r; ++c)
+      for (int g = 0; g < K; ++g) Q[c * K + g] = Lanes8{};
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t c = 0; c < r; ++c) qd[c * 8 * K + d] = static_cast<double>(Y[d * ld + c]);
     for (int64_t c = 0; c < r; ++c) {
       Lanes8* x = KC > 0 ? local : Q + c * K;
-      for (int g = 0; g < K; ++g) x[g] = Lanes8{};
-      for (int64_t d = 0; d < D; ++d) x[d / 8][d % 8] = static_cast<double>(Y[d * ld + c]);
+      if (KC > 0)
+        for (int g = 0; g < K; ++g) x[g] = Q[c * K + g];
       const double n0 = std::sqrt(norm2(x));
       bool ok = n0 > 0 && std::isfinite(n0);
       if (ok) {
@@ -119,8 +127,9 @@ struct GramSchmidt {
         project_out(Q, c, x, h);
         double n1 = std::sqrt(norm2(x));
         // a second pass only when the first removed more than half of the column's energy
-        // (Kahan's criterion: a column that kept more lost no orthogonality to cancellation)
-        if (!(n1 > std::sqrt(0.5))) {
+        // (Kahan's criterion: a column that kept more lost no orthogonality to cancellation), and
+        // not when the first left nothing (a pass only removes: the column is replaced anyway)
+        if (!(n1 > std::sqrt(0.5)) && n1 > 1e-7) {
           project_out(Q, c, x, h);
           n1 = std::sqrt(norm2(x));
         }
@@ -133,8 +142,11 @@ struct GramSchmidt {
           if (cover[d] < cover[axis]) axis = d;
         for (int g = 0; g < K; ++g) x[g] = Lanes8{};
         // c < D columns cover at most c / D < 1 of the axes' total on average
+        // the first pass's coefficients q_p . e_axis are the basis's entries at the axis
+        for (int64_t p = 0; p < c; ++p) h[p] = qd[p * 8 * K + axis];
         x[axis / 8][axis % 8] = 1.0;
-        project_out(Q, c, x, h);
+        for (int64_t p = 0; p < c; ++p)
+          for (int g = 0; g < K; ++g) x[g] -= h[p] * Q[p * K + g];
         project_out(Q, c, x, h);
         scale(x, std::sqrt(norm2(x)));
       }
@@ -505,8 +517,15 @@ double HeavyLeverage::seed(Weight b, double energy, const double* w_new, int64_t
   }
   Tm.noalias() += wb * wb.transpose();
   if (m <= r) return wb.squaredNorm() / total;  // nothing to drop
+  constexpr double kTol = 1e-6;
+  // Tm = M + wb wb^T with M a Gram matrix, so z^T Tm z >= (wb . z)^2 for the unit eigenvector z
+  // of Tm's smallest eigenvalue: when that eigenvalue is below kTol ||Tm||, the newcomer's energy
+  // outside the kept directions is below it too, and all of ||wb||^2 is kept to that tolerance
+  // (the same one the eigenvalue is found to below). A blocks whose heavy rows span fewer than r
+  // directions always has such an eigenvalue.
+  if (smallest_below(Tm, kTol)) return wb.squaredNorm() / total;
   double kept = 0;
-  if (energy_outside_smallest(Tm, wb, kept, 1e-6)) return kept / total;
+  if (energy_outside_smallest(Tm, wb, kept, kTol)) return kept / total;
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(Tm);
   return (wb.transpose() * es.eigenvectors().rightCols(r)).squaredNorm() / total;
 }

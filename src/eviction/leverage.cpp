@@ -676,6 +676,40 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
   return std::isfinite(out);
 }
 
+bool smallest_below(const Eigen::MatrixXd& T, double tol) {
+  const Eigen::Index m = T.rows();
+  if (!T.allFinite()) return false;
+  double norm = 0;
+  for (Eigen::Index i = 0; i < m; ++i) norm = std::max(norm, T.row(i).cwiseAbs().sum());
+  if (!(norm > 0) || !std::isfinite(norm)) return false;
+  const double shift = tol * norm;
+  thread_local std::vector<double> work;
+  const auto mm = static_cast<size_t>(m);
+  work.resize(mm * mm + mm);
+  // row-major lower triangle of the unit factor L; row j holds L(j, k) piv(k) while it is built
+  double* L = work.data();
+  double* piv = L + mm * mm;
+  for (Eigen::Index j = 0; j < m; ++j) {
+    double* lj = L + j * m;
+    for (Eigen::Index i = 0; i < j;
+         ++i) {  // L(j, i) piv(i) = T(j, i) - sum_k L(j, k) piv(k) L(i, k)
+      const double* li = L + i * m;
+      double s = T(j, i);
+      for (Eigen::Index k = 0; k < i; ++k) s -= lj[k] * li[k];
+      lj[i] = s;
+    }
+    double dj = T(j, j) - shift;
+    for (Eigen::Index k = 0; k < j; ++k) {
+      const double l = lj[k] / piv[k];
+      dj -= l * lj[k];
+      lj[k] = l;
+    }
+    if (!(dj > 0)) return true;
+    piv[j] = dj;
+  }
+  return false;
+}
+
 SubspaceLeverage::Block SubspaceLeverage::stored_scaled(const store::RowSource& V, const double* a,
                                                         int64_t n, int64_t rank_cap, double* out) {
   VQ_CHECK(one_iteration(), Error,

@@ -38,6 +38,12 @@ namespace vq::eviction {
 bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b, double& out,
                              double abs_tol = 0.0);
 
+/// Whether the symmetric T (m x m) has an eigenvalue at or below tol * ||T||_inf: an LDL^T
+/// factorization of T - tol ||T||_inf I without pivoting meets a pivot that is not positive
+/// exactly when the leading block it has reached has an eigenvalue at or below the shift, and by
+/// interlacing so does T (m^3 / 6 multiply-adds, no eigensolve). False for a zero or non-finite T.
+bool smallest_below(const Eigen::MatrixXd& T, double tol);
+
 /// Orthonormalizes Y's columns in place by Gram-Schmidt, each column orthogonalized twice (fp32
 /// orthogonality to ~1e-7, like Householder, at a fraction of the cost of forming its Q). False
 /// when a column keeps no more than min_ratio of its norm (Y numerically rank-deficient): Y is

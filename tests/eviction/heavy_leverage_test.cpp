@@ -323,3 +323,79 @@ TEST(HeavyLeverage, EnergyOutsideTheSmallestDirectionMatchesAFullEigensolve) {
   }
   EXPECT_GT(checked, 30);
 }
+
+// smallest_below (the seed's shortcut) against an eigensolve: Gram matrices whose smallest
+// eigenvalue is planted on either side of tol ||T||_inf (zero, far below, just below, just above,
+// far above), an indefinite one, and the zero and non-finite matrices it declines.
+TEST(HeavyLeverage, SmallestBelowAgreesWithTheSpectrum) {
+  vq::Rng rng(31);
+  const double tol = 1e-6;
+  int below = 0, above = 0;
+  for (const int64_t m : {2, 3, 5, 17, 33, 129}) {
+    Eigen::MatrixXd X(m, m);
+    for (int64_t i = 0; i < X.size(); ++i) X.data()[i] = rng.normal();
+    const Eigen::HouseholderQR<Eigen::MatrixXd> qr(X);
+    const Eigen::MatrixXd U = qr.householderQ();
+    for (const double f : {0.0, 1e-3, 0.5, 2.0, 1e3, -1.0}) {
+      Eigen::VectorXd ev(m);
+      for (int64_t i = 0; i < m; ++i) ev(i) = 1.0 + rng.uniform();
+      // the planted eigenvalue relative to the norm of the matrix with it at 0 (the norm moves by
+      // at most that eigenvalue, far less than the factors' distance from 1)
+      ev(0) = 0;
+      Eigen::MatrixXd T = U * ev.asDiagonal() * U.transpose();
+      double norm = 0;
+      for (int64_t i = 0; i < m; ++i) norm = std::max(norm, T.row(i).cwiseAbs().sum());
+      ev(0) = f * tol * norm;
+      T = U * ev.asDiagonal() * U.transpose();
+      T = 0.5 * (T + T.transpose()).eval();
+      const bool want = f < 1.0;
+      EXPECT_EQ(vq::eviction::smallest_below(T, tol), want) << "m " << m << " factor " << f;
+      (want ? below : above) += 1;
+    }
+  }
+  EXPECT_EQ(below, 24);
+  EXPECT_EQ(above, 12);
+  EXPECT_FALSE(vq::eviction::smallest_below(Eigen::MatrixXd::Zero(4, 4), tol));
+  Eigen::MatrixXd bad = Eigen::MatrixXd::Identity(4, 4);
+  bad(2, 1) = bad(1, 2) = std::nan("");
+  EXPECT_FALSE(vq::eviction::smallest_below(bad, tol));
+}
+
+TEST(HeavyLeverage, SeedOnABlockOfFewerDirectionsThanTheRankMatchesTheOracle) {
+  // Every stored row lies in a 3-dimensional subspace while r = 8: the Rayleigh-Ritz matrix has
+  // near-zero eigenvalues, the case the seed answers without an eigensolve. The newcomer either
+  // lies in that subspace or has a part outside it; the oracle decides on the enlarged block.
+  vq::Rng rng(41);
+  const int64_t n = 60, D = 32, r = 8, k = 3;
+  RowMatF B(k, D);
+  for (int64_t i = 0; i < k; ++i) fill_row(B, i, rng);
+  RowMatF V(n + 1, D);
+  for (int64_t i = 0; i < n; ++i) {
+    Eigen::RowVectorXf c(k);
+    for (int64_t j = 0; j < k; ++j) c(j) = static_cast<float>(rng.normal());
+    V.row(i) = c * B;
+  }
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  for (const bool inside : {true, false}) {
+    SCOPED_TRACE(inside);
+    if (inside) {
+      V.row(n) = 0.7f * B.row(0) - 0.2f * B.row(2);
+    } else {
+      fill_row(V, n, rng);
+    }
+    HeavyLeverage lev;
+    std::vector<double> l(static_cast<size_t>(n));
+    const auto a = peaky_weights(n, 1.5, rng);
+    for (int it = 0; it < 5; ++it) lev.score(Vs, a.data(), n, r, l.data());
+    const double c = 0.9, a_new = 0.1;
+    Eigen::VectorXd w(D);
+    for (int64_t d = 0; d < D; ++d) w(d) = a_new * static_cast<double>(V(n, d));
+    const double seed = lev.seed_scaled(c, w.data(), D, r);
+    std::vector<double> a1(a.begin(), a.end());
+    for (auto& x : a1) x *= c;
+    a1.push_back(a_new);
+    const auto want = oracle(V, a1, n + 1, r);
+    EXPECT_NEAR(seed, want[static_cast<size_t>(n)], 1e-5);
+    EXPECT_GT(seed, 0.0);
+  }
+}
