@@ -7,6 +7,9 @@
 #include "eval/bench_speed.hpp"
 #include "eviction/leverage.hpp"
 #include "veloxquant/cache.hpp"
+#include "veloxquant/npy.hpp"
+
+#include <cstdlib>
 
 namespace {
 
@@ -60,6 +63,39 @@ void BM_CurdkvStream(benchmark::State& s) {
   stream(s, "curdkv");
 }
 
+// The same on real keys and values: every (layer, head) stream of the dump-kv .npy named by
+// $VQ_BENCH_KV ([layers, 2, kv_heads, tokens, D]; skipped when unset), n = 512, 256 tokens each;
+// manual time = the mean per token over the streams.
+void BM_CurdkvRealStream(benchmark::State& state) {
+  const char* path = std::getenv("VQ_BENCH_KV");
+  if (path == nullptr || *path == 0) {
+    state.SkipWithError("set VQ_BENCH_KV to a dump-kv .npy");
+    return;
+  }
+  const vq::NpyArray a = vq::read_npy(path);
+  const int64_t L = a.shape[0], H = a.shape[2], S = a.shape[3], D = a.shape[4];
+  const int64_t n = 512, tokens = 256;
+  if (a.shape.size() != 5 || S < n + tokens) {
+    state.SkipWithError("VQ_BENCH_KV: need [layers, 2, kv_heads, >= 768 tokens, D]");
+    return;
+  }
+  const std::vector<float> x = a.to_float();
+  std::vector<std::pair<std::vector<float>, std::vector<float>>> streams;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* k = x.data() + ((l * 2 + 0) * H + h) * S * D;
+      const float* v = x.data() + ((l * 2 + 1) * H + h) * S * D;
+      streams.push_back({{k, k + S * D}, {v, v + S * D}});
+    }
+  const std::string spec = "curdkv:budget=512,n_sink=4";
+  for (auto _ : state) {
+    double ns = 0;
+    for (const auto& [k, v] : streams)
+      ns += vq::bench::stream_ns_per_token(spec, k, v, n, D, tokens, 0);
+    state.SetIterationTime(ns / static_cast<double>(streams.size()) * 1e-9);
+  }
+}
+
 void BM_LeverageReference(benchmark::State& state) {
   const int64_t n = state.range(0), D = state.range(1);
   const auto v = vq::bench::realistic_kv(n, D, 3, false);
@@ -80,5 +116,6 @@ BENCHMARK(BM_CurdkvStream)
     ->Args({512, 128, 256})
     ->UseManualTime()
     ->Iterations(3);
+BENCHMARK(BM_CurdkvRealStream)->UseManualTime()->Iterations(3);
 BENCHMARK(BM_LeverageReference)->Args({512, 128});
 BENCHMARK_MAIN();

@@ -19,7 +19,12 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
   cmd->add_option("--min-seconds", o->s.min_seconds, "time budget per row")
       ->check(CLI::Range(0.0, 60.0));
   cmd->add_option("--ns", o->s.ns, "cache sizes n for the eviction rows");
-  cmd->add_option("--dims", o->s.dims, "head dims D for the eviction rows");
+  auto* dims = cmd->add_option("--dims", o->s.dims, "head dims D for the eviction rows");
+  cmd->add_option("--kv", o->s.kv_path,
+                  "eviction rows on real keys/values: a dump-kv .npy [layers, 2, kv_heads, "
+                  "tokens, head_dim], every (layer, head) a stream, times averaged over them "
+                  "(D is the file's)")
+      ->excludes(dims);
   cmd->add_option("--evict-methods", o->s.evict_methods,
                   "eviction method ids timed (default: every eviction method)")
       ->delimiter(',');
@@ -31,7 +36,7 @@ void register_bench_speed(CLI::App& bench, Globals& g) {
                   "directory (default: stories260K.bin)");
   add_threads_option(cmd);
   cmd->callback([o, &g] {
-    check_io_paths({}, {{"--json", o->json}});
+    check_io_paths({{"--kv", o->s.kv_path}}, {{"--json", o->json}});
     if (!o->only.empty()) {
       o->s.eviction = o->only == "eviction";
       o->s.layer = o->only == "layer";

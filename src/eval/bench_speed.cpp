@@ -17,6 +17,7 @@
 #include "veloxquant/codec.hpp"
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
+#include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/threads.hpp"
 
@@ -224,7 +225,38 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   const std::string agree_note =
       std::string("decisions vs reference on spec benchmark: ") + (agree ? "identical" : "DIFFER");
 
-  for (int64_t D : opt.dims) {
+  // the streams the rows run on: one synthetic head per (n, D), or every (layer, KV head) of a
+  // dump-kv file at its own head dim
+  struct Stream {
+    std::vector<float> k, v;
+  };
+  std::vector<Stream> real;
+  int64_t real_S = 0;
+  std::vector<int64_t> dims = opt.dims;
+  std::string source = "synthetic (realistic_kv), keys as queries";
+  if (!opt.kv_path.empty()) {
+    const NpyArray a = read_npy(opt.kv_path);
+    VQ_CHECK(a.shape.size() == 5 && a.shape[1] == 2, InvalidArgument, "--kv ", opt.kv_path,
+             ": shape ", a.shape_str(),
+             " is not dump-kv's [layers, 2, kv_heads, tokens, head_dim]");
+    const int64_t L = a.shape[0], H = a.shape[2], S = a.shape[3], D = a.shape[4];
+    VQ_CHECK(L >= 1 && H >= 1 && S >= 2 && D >= 1, InvalidArgument, "--kv ", opt.kv_path,
+             ": shape ", a.shape_str(), " holds no stream of at least 2 tokens");
+    const std::vector<float> x = a.to_float();
+    const auto at = [&](int64_t l, int64_t kv, int64_t h) {
+      return x.data() + ((l * 2 + kv) * H + h) * S * D;
+    };
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < H; ++h)
+        real.push_back({std::vector<float>(at(l, 0, h), at(l, 0, h) + S * D),
+                        std::vector<float>(at(l, 1, h), at(l, 1, h) + S * D)});
+    real_S = S;
+    dims = {D};
+    source = detail::cat("real K/V of ", std::filesystem::path(opt.kv_path).filename().string(),
+                         ": ", L, " layers x ", H, " KV heads, keys as queries");
+  }
+
+  for (int64_t D : dims) {
     for (int64_t n : opt.ns) {
       const std::string b = "budget=" + std::to_string(n) + ",n_sink=4";
       struct Arm {
@@ -264,20 +296,36 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
       };
       int64_t extra = 0;
       for (const auto& arm : arms) extra = std::max(extra, stream_tokens(arm.period));
-      const auto k = realistic_kv(n + extra, D, 11 + static_cast<uint64_t>(D), true);
-      const auto v = realistic_kv(n + extra, D, 12 + static_cast<uint64_t>(D), false);
+      std::vector<Stream> synthetic;
+      if (real.empty()) {
+        synthetic.push_back({realistic_kv(n + extra, D, 11 + static_cast<uint64_t>(D), true),
+                             realistic_kv(n + extra, D, 12 + static_cast<uint64_t>(D), false)});
+      } else {
+        VQ_CHECK(n + extra <= real_S, InvalidArgument, "--kv ", opt.kv_path, ": n = ", n, " needs ",
+                 n + extra, " tokens per stream (", extra,
+                 " streamed after the n cached), the file holds ", real_S);
+      }
+      const std::vector<Stream>& streams = real.empty() ? synthetic : real;
+      const auto nstreams = static_cast<double>(streams.size());
       if (opt.progress) opt.progress("eviction n=" + std::to_string(n) + " D=" + std::to_string(D));
-      AttentionStep attn(k, v, n, D);
-      const double attn_ns = time_per_call(opt.min_seconds, 50, attn) * 1e9;
+      // every time below is the mean over the streams, each measured on its own data
+      double attn_ns = 0;
+      for (const Stream& st : streams) {
+        AttentionStep attn(st.k, st.v, n, D);
+        attn_ns += time_per_call(opt.min_seconds, 50, attn) * 1e9 / nstreams;
+      }
       rows.push_back({"eviction", "attention_step", n, D, attn_ns, "ns/token", 1.0,
-                      "attention_step", "QK^T, softmax, AV over n tokens, one head"});
+                      "attention_step", "QK^T, softmax, AV over n tokens, one head; " + source});
       double fast_ns = 0;
       for (const auto& arm : arms) {
         if (opt.progress)
           opt.progress("eviction " + arm.name + " n=" + std::to_string(n) +
                        " D=" + std::to_string(D));
-        const double ns =
-            stream_ns_per_token(arm.spec, k, v, n, D, stream_tokens(arm.period), opt.min_seconds);
+        double ns = 0;
+        for (const Stream& st : streams)
+          ns += stream_ns_per_token(arm.spec, st.k, st.v, n, D, stream_tokens(arm.period),
+                                    opt.min_seconds) /
+                nstreams;
         if (arm.name == "curdkv") fast_ns = ns;
         // The speed issue's goals: every policy <= 2x the attention step it serves, CurDKV <= 3x.
         const bool curdkv = arm.name.rfind("curdkv", 0) == 0 && arm.name != "curdkv_paper";
@@ -295,7 +343,9 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
             {"eviction", arm.name, n, D, ns, "ns/token", ns / attn_ns, "attention_step", note});
       }
       if (fast_ns <= 0) continue;  // curdkv not selected: no reference row
-      const double ref_ns = curdkv_reference_ns(k, v, n, D, opt.rank_cap, opt.min_seconds);
+      double ref_ns = 0;
+      for (const Stream& st : streams)
+        ref_ns += curdkv_reference_ns(st.k, st.v, n, D, opt.rank_cap, opt.min_seconds) / nstreams;
       rows.push_back({"eviction", "curdkv_reference", n, D, ref_ns, "ns/token", ref_ns / attn_ns,
                       "attention_step",
                       "two full SVDs per token; the default solver is " +

@@ -30,6 +30,10 @@ struct SpeedOptions {
   /// Eviction methods timed (ids; empty = every eviction method in the registry).
   std::vector<std::string> evict_methods;
   std::vector<int64_t> dims{64, 128};
+  /// The eviction rows on real keys and values: a dump-kv .npy [layers, 2, kv_heads, tokens, D],
+  /// every (layer, head) a stream, times averaged over them; D is the file's (dims unused), and
+  /// every n needs the tokens it streams after the n it caches. "" = one synthetic stream.
+  std::string kv_path;
   int64_t rank_cap = 16;
   double min_seconds = 0.3;  ///< time budget per measured row
   bool codec = true;

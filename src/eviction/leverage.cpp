@@ -683,29 +683,24 @@ bool smallest_below(const Eigen::MatrixXd& T, double tol) {
   for (Eigen::Index i = 0; i < m; ++i) norm = std::max(norm, T.row(i).cwiseAbs().sum());
   if (!(norm > 0) || !std::isfinite(norm)) return false;
   const double shift = tol * norm;
-  thread_local std::vector<double> work;
-  const auto mm = static_cast<size_t>(m);
-  work.resize(mm * mm + mm);
-  // row-major lower triangle of the unit factor L; row j holds L(j, k) piv(k) while it is built
-  double* L = work.data();
-  double* piv = L + mm * mm;
-  for (Eigen::Index j = 0; j < m; ++j) {
-    double* lj = L + j * m;
-    for (Eigen::Index i = 0; i < j;
-         ++i) {  // L(j, i) piv(i) = T(j, i) - sum_k L(j, k) piv(k) L(i, k)
-      const double* li = L + i * m;
-      double s = T(j, i);
-      for (Eigen::Index k = 0; k < i; ++k) s -= lj[k] * li[k];
-      lj[i] = s;
+  // right-looking LDL^T of T - shift I on a full copy (column-major, so a column is contiguous):
+  // after step k the trailing block holds the Schur complement, whose leading entry is the next
+  // pivot; each step is a rank-1 update of independent columns
+  thread_local Eigen::MatrixXd A;
+  A = T;
+  A.diagonal().array() -= shift;
+  for (Eigen::Index k = 0; k < m; ++k) {
+    const double d = A(k, k);
+    if (!(d > 0)) return true;
+    const Eigen::Index len = m - k - 1;
+    if (len == 0) break;
+    const double inv = 1.0 / d;
+    double* colk = A.data() + k * m + k + 1;  // A(k+1.., k)
+    for (Eigen::Index j = k + 1; j < m; ++j) {
+      const double f = A(j, k) * inv;
+      double* colj = A.data() + j * m + k + 1;  // A(k+1.., j)
+      for (Eigen::Index i = 0; i < len; ++i) colj[i] -= f * colk[i];
     }
-    double dj = T(j, j) - shift;
-    for (Eigen::Index k = 0; k < j; ++k) {
-      const double l = lj[k] / piv[k];
-      dj -= l * lj[k];
-      lj[k] = l;
-    }
-    if (!(dj > 0)) return true;
-    piv[j] = dj;
   }
   return false;
 }

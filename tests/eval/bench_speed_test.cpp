@@ -1,11 +1,16 @@
 // bench speed's eviction rows: the per-token timing harness and the rows it feeds.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "eval/bench_speed.hpp"
 #include "veloxquant/errors.hpp"
+#include "veloxquant/npy.hpp"
 
 namespace {
 
@@ -133,6 +138,60 @@ TEST(StreamTiming, NarrowHeadsRunTheEvictionRows) {
   const auto rows = vq::bench::run_speed_bench(o);
   EXPECT_FALSE(rows.empty());
   for (const auto& r : rows) EXPECT_TRUE(std::isfinite(r.value) && r.value > 0) << r.name;
+}
+
+// --kv: the eviction rows on every (layer, head) stream of a dump-kv file, at its head dim; a
+// file too short for an n, or not shaped like dump-kv's output, is refused naming the numbers.
+TEST(StreamTiming, RealKvStreamsFromADumpFile) {
+  const int64_t L = 2, H = 2, S = 300, D = 8;
+  std::vector<float> x;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t kv = 0; kv < 2; ++kv)
+      for (int64_t h = 0; h < H; ++h) {
+        const auto s =
+            vq::bench::realistic_kv(S, D, static_cast<uint64_t>(10 * l + 3 * kv + h), kv == 0);
+        x.insert(x.end(), s.begin(), s.end());
+      }
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("bench_speed_kv_" + std::to_string(::getpid()) + ".npy"))
+                               .string();
+  vq::write_npy(path, vq::npy_from_float(x.data(), {L, 2, H, S, D}));
+  vq::bench::SpeedOptions o;
+  o.ns = {16};
+  o.dims = {64};  // the file's head dim is used instead
+  o.min_seconds = 0;
+  o.codec = o.attention = o.layer = o.generate = false;
+  o.evict_methods = {"h2o"};
+  o.kv_path = path;
+  const auto rows = vq::bench::run_speed_bench(o);
+  ASSERT_EQ(rows.size(), 3u);  // attention_step, full, h2o
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.D, D);
+    EXPECT_EQ(r.n, 16);
+    EXPECT_TRUE(std::isfinite(r.value) && r.value > 0) << r.name;
+  }
+  EXPECT_NE(rows[0].note.find(": 2 layers x 2 KV heads"), std::string::npos) << rows[0].note;
+  o.ns = {64};  // 64 cached + 256 streamed > 300
+  try {
+    vq::bench::run_speed_bench(o);
+    ADD_FAILURE() << "n = 64 accepted with 300 tokens per stream";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("n = 64 needs 320 tokens per stream (256 streamed "
+                                         "after the n cached), the file holds 300"),
+              std::string::npos)
+        << e.what();
+  }
+  vq::write_npy(path, vq::npy_from_float(x.data(), {L * 2, H, S, D}));
+  o.ns = {16};
+  try {
+    vq::bench::run_speed_bench(o);
+    ADD_FAILURE() << "a 4-d array accepted";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("shape [4, 2, 300, 8] is not dump-kv's"),
+              std::string::npos)
+        << e.what();
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace
