@@ -10,9 +10,14 @@
 namespace vq::bench {
 
 /// Refuses (InvalidArgument, naming the key) extra "key=value,..." options that set one of the
-/// keys the benchmark sets itself on every row (its sweep variables).
+/// keys the benchmark sets itself on every row (its sweep variables), and any text that would
+/// turn the one method into several: a '+' (a composition) or ';' (a list of specs).
 inline void check_extra_options(const char* bench, const std::string& extra,
                                 std::initializer_list<const char*> owned) {
+  const size_t bad = extra.find_first_of("+;");
+  VQ_CHECK(bad == std::string::npos, InvalidArgument, bench, ": the extra options '", extra,
+           "' hold '", extra[bad == std::string::npos ? 0 : bad],
+           "'; they are key=value pairs of the one method the benchmark runs");
   size_t at = 0;
   while (at < extra.size()) {
     const size_t end = std::min(extra.find(',', at), extra.size());

@@ -34,8 +34,12 @@ MethodInfo svdq_method_info() {
                                    "largest-variance group first"));
   m.options.push_back(transform::kind_option());
   m.validate = [](const CacheConfig& c) { schedule_of(c); };
-  transform::set_family_factories(m, [](const CacheConfig& c, int64_t) {
+  transform::set_family_factories(m, [](const CacheConfig& c, int64_t head_dim) {
     const std::vector<int> schedule = schedule_of(c);
+    // component j takes group j * G / D: with more groups than components some would be skipped
+    VQ_CHECK(static_cast<int64_t>(schedule.size()) <= head_dim, InvalidArgument,
+             "svdq: schedule has ", schedule.size(), " groups, more than head_dim ", head_dim,
+             " (each group needs at least one latent component)");
     return transform::KvCoderFactory(
         [schedule](int64_t w, int kv) -> std::unique_ptr<transform::RowCoder> {
           if (kv == 1) return std::make_unique<transform::Fp16RowCoder>(w);

@@ -20,6 +20,16 @@ TEST(BenchOptions, ExtraOptionsMayNotSetTheSweptKeys) {
               std::string::npos)
         << e.what();
   }
+  // a composition or a list would run more than the one method the benchmark reports
+  for (const char* extra : {"score=mean+q8_0", "score=mean;h2o:budget=4"}) {
+    try {
+      vq::bench::check_extra_options("curdkv bench", extra, {"budget"});
+      ADD_FAILURE() << extra << " was accepted";
+    } catch (const vq::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("key=value pairs of the one method"), std::string::npos)
+          << e.what();
+    }
+  }
   vq::bench::KvtcBenchOptions o;
   o.n_seeds = 1;
   o.kvtc_extra = "bit_budget=1";

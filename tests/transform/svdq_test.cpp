@@ -66,6 +66,19 @@ TEST(SvdqTransform, CodecKindAndScheduleOption) {
   EXPECT_EQ(blk.sections[0].bytes[2], kD / 2);
   for (int64_t j = 0; j < kD / 2; ++j) EXPECT_EQ(blk.sections[0].bytes[3 + j], 8);
   EXPECT_THROW(vq::make_codec("svdq:schedule=9", kD), vq::InvalidArgument);
+  // one group per component is the most a head can take; one more would skip a group
+  std::string sched = "schedule=8";
+  for (int64_t g = 1; g < kD; ++g) sched += ",4";
+  EXPECT_NO_THROW(vq::make_codec("svdq:" + sched, kD));
+  try {
+    vq::make_codec("svdq:" + sched + ",2", kD);
+    ADD_FAILURE() << "17 groups accepted at head_dim 16";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("schedule has 17 groups, more than head_dim 16"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(vq::make_cache("svdq:" + sched + ",2", kD), vq::InvalidArgument);
 }
 
 }  // namespace
