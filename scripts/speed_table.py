@@ -34,7 +34,8 @@ def main() -> None:
             else:
                 ratios.setdefault(key, []).append(r["ratio"])
     a = " / ".join(f"{statistics.median(attn[c]):.1f}" for c in cols)
-    print(f"(medians of {len(runs)} runs; attention step {a} µs for the {len(cols)} columns)")
+    which = "the column" if len(cols) == 1 else f"the {len(cols)} columns"
+    print(f"(medians of {len(runs)} runs; attention step {a} µs for {which})")
     print()
     print("| method | " + " | ".join(f"n={n}, D={d}" for n, d in cols) + " | goal (medians) |")
     print("|---|" + "---|" * (len(cols) + 1))
