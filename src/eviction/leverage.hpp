@@ -41,7 +41,8 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
 /// Whether the symmetric T (m x m) has an eigenvalue at or below tol * ||T||_inf: an LDL^T
 /// factorization of T - tol ||T||_inf I without pivoting meets a pivot that is not positive
 /// exactly when the leading block it has reached has an eigenvalue at or below the shift, and by
-/// interlacing so does T (m^3 / 6 multiply-adds, no eigensolve). False for a zero or non-finite T.
+/// interlacing so does T (at most m^3 / 3 multiply-adds, no eigensolve). False for a zero or
+/// non-finite T.
 bool smallest_below(const Eigen::MatrixXd& T, double tol);
 
 /// Orthonormalizes Y's columns in place by Gram-Schmidt, each column orthogonalized twice (fp32
