@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -64,6 +65,21 @@ std::vector<double> oracle(const RowMatF& V, const std::vector<double>& a, int64
   return out;
 }
 
+// The seed (the newcomer's leverage in [c W; a_new v], v = row n of V1) and the oracle's value
+// for it on the enlarged block; `lev` has just scored rows [0, n) of V1 under weights a.
+std::pair<double, double> seed_and_oracle(HeavyLeverage& lev, const RowMatF& V1,
+                                          const std::vector<double>& a, int64_t n, int64_t r,
+                                          double c, double a_new) {
+  const int64_t D = V1.cols();
+  Eigen::VectorXd w(D);
+  for (int64_t d = 0; d < D; ++d) w(d) = a_new * static_cast<double>(V1(n, d));
+  const double seed = lev.seed_scaled(c, w.data(), D, r);
+  std::vector<double> a1(a.begin(), a.begin() + n);
+  for (auto& x : a1) x *= c;
+  a1.push_back(a_new);
+  return {seed, oracle(V1, a1, n + 1, r)[static_cast<size_t>(n)]};
+}
+
 // Head dims through every path of the orthonormalization: padded to a whole group of eight (20),
 // groups counted at run time (32) and the compiled 64 and 128.
 class HeavyDims : public ::testing::TestWithParam<int64_t> {};
@@ -89,17 +105,10 @@ TEST_P(HeavyDims, RepeatedCallsOnOneBlockConvergeToTheOracle) {
   RowMatF V1(n + 1, D);
   V1.topRows(n) = V;
   fill_row(V1, n, rng);
-  const double c = 0.8, a_new = 0.2;
-  Eigen::VectorXd w(D);
-  for (int64_t d = 0; d < D; ++d) w(d) = a_new * static_cast<double>(V1(n, d));
-  const double seed = lev.seed_scaled(c, w.data(), D, r);
-  std::vector<double> a1(a.begin(), a.end());
-  for (auto& x : a1) x *= c;
-  a1.push_back(a_new);
-  const auto want1 = oracle(V1, a1, n + 1, r);
+  const auto [seed, want_seed] = seed_and_oracle(lev, V1, a, n, r, 0.8, 0.2);
   // Rayleigh-Ritz in span(Q, u) is exact when the enlarged block's top directions lie there;
   // here it is within a small fraction of the newcomer's leverage
-  EXPECT_NEAR(seed, want1[static_cast<size_t>(n)], 0.02 * want1[static_cast<size_t>(n)] + 1e-6);
+  EXPECT_NEAR(seed, want_seed, 0.02 * want_seed + 1e-6);
 }
 
 TEST(HeavyLeverage, RefreshHoldsTheBasisBetweenIterations) {
@@ -387,15 +396,8 @@ TEST(HeavyLeverage, SeedOnABlockOfFewerDirectionsThanTheRankMatchesTheOracle) {
     std::vector<double> l(static_cast<size_t>(n));
     const auto a = peaky_weights(n, 1.5, rng);
     for (int it = 0; it < 5; ++it) lev.score(Vs, a.data(), n, r, l.data());
-    const double c = 0.9, a_new = 0.1;
-    Eigen::VectorXd w(D);
-    for (int64_t d = 0; d < D; ++d) w(d) = a_new * static_cast<double>(V(n, d));
-    const double seed = lev.seed_scaled(c, w.data(), D, r);
-    std::vector<double> a1(a.begin(), a.end());
-    for (auto& x : a1) x *= c;
-    a1.push_back(a_new);
-    const auto want = oracle(V, a1, n + 1, r);
-    EXPECT_NEAR(seed, want[static_cast<size_t>(n)], 1e-5);
+    const auto [seed, want] = seed_and_oracle(lev, V, a, n, r, 0.9, 0.1);
+    EXPECT_NEAR(seed, want, 1e-5);
     EXPECT_GT(seed, 0.0);
   }
 }
