@@ -73,12 +73,15 @@ void BM_CurdkvRealStream(benchmark::State& state) {
     return;
   }
   const vq::NpyArray a = vq::read_npy(path);
-  const int64_t L = a.shape[0], H = a.shape[2], S = a.shape[3], D = a.shape[4];
   const int64_t n = 512, tokens = 256;
-  if (a.shape.size() != 5 || S < n + tokens) {
-    state.SkipWithError("VQ_BENCH_KV: need [layers, 2, kv_heads, >= 768 tokens, D]");
+  const auto& sh = a.shape;
+  if (sh.size() != 5 || sh[0] < 1 || sh[1] != 2 || sh[2] < 1 || sh[3] < n + tokens || sh[4] < 1) {
+    const std::string msg = "VQ_BENCH_KV: shape " + a.shape_str() +
+                            " is not [layers >= 1, 2, kv_heads >= 1, tokens >= 768, D >= 1]";
+    state.SkipWithError(msg.c_str());
     return;
   }
+  const int64_t L = sh[0], H = sh[2], S = sh[3], D = sh[4];
   const std::vector<float> x = a.to_float();
   std::vector<std::pair<std::vector<float>, std::vector<float>>> streams;
   for (int64_t l = 0; l < L; ++l)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <initializer_list>
 #include <string>
 
@@ -11,13 +12,19 @@ namespace vq::bench {
 
 /// Refuses (InvalidArgument, naming the key) extra "key=value,..." options that set one of the
 /// keys the benchmark sets itself on every row (its sweep variables), and any text that would
-/// turn the one method into several: a '+' (a composition) or ';' (a list of specs).
+/// turn the one method into several: ';' (a list of specs) or a '+' that starts a method id (a
+/// composition; a number's exponent sign, as in 1e+3, is fine).
 inline void check_extra_options(const char* bench, const std::string& extra,
                                 std::initializer_list<const char*> owned) {
-  const size_t bad = extra.find_first_of("+;");
-  VQ_CHECK(bad == std::string::npos, InvalidArgument, bench, ": the extra options '", extra,
-           "' hold '", extra[bad == std::string::npos ? 0 : bad],
-           "'; they are key=value pairs of the one method the benchmark runs");
+  for (size_t i = 0; i < extra.size(); ++i) {
+    const char c = extra[i];
+    const bool joins =
+        c == ';' ||
+        (c == '+' && i + 1 < extra.size() &&
+         (std::isalpha(static_cast<unsigned char>(extra[i + 1])) || extra[i + 1] == '_'));
+    VQ_CHECK(!joins, InvalidArgument, bench, ": the extra options '", extra, "' hold '", c, "' at ",
+             i, "; they are key=value pairs of the one method the benchmark runs");
+  }
   size_t at = 0;
   while (at < extra.size()) {
     const size_t end = std::min(extra.find(',', at), extra.size());

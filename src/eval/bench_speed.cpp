@@ -4,6 +4,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -225,92 +226,87 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
   const std::string agree_note =
       std::string("decisions vs reference on spec benchmark: ") + (agree ? "identical" : "DIFFER");
 
-  // the streams the rows run on: one synthetic head per (n, D), or every (layer, KV head) of a
-  // dump-kv file at its own head dim
-  struct Stream {
-    std::vector<float> k, v;
+  struct Arm {
+    std::string name, spec;
+    int64_t period = 1;  // a rescore or refresh interval: tokens holding one heavy step
   };
-  std::vector<Stream> real;
-  int64_t real_S = 0;
+  // each arm streams at least 256 fresh tokens, in whole rescore / refresh intervals: every
+  // interval holds exactly one heavy step (the first decode token starts one)
+  const auto stream_tokens = [](int64_t period) {
+    return std::max<int64_t>(period, 256 / period * period);
+  };
+  const auto arms_for = [&](int64_t n, int64_t D) {
+    const std::string b = "budget=" + std::to_string(n) + ",n_sink=4";
+    std::vector<Arm> arms = {{"full", "full"}};
+    for (const MethodInfo& m : methods()) {
+      if (m.family != Family::Eviction || m.id == "full") continue;
+      if (!opt.evict_methods.empty() &&
+          std::find(opt.evict_methods.begin(), opt.evict_methods.end(), m.id) ==
+              opt.evict_methods.end())
+        continue;
+      if (m.id == "curdkv") {
+        const std::string cap = ",rank_cap=" + std::to_string(opt.rank_cap);
+        // the default solver (heavy: the subspace iterated on the rows holding the energy)
+        arms.push_back({"curdkv", "curdkv:" + b + cap});
+        // the same basis held for three tokens in four, timed over whole refresh intervals
+        arms.push_back({"curdkv_refresh4", "curdkv:" + b + cap + ",refresh=4", 4});
+        // the tracked subspace over every row, per token and held for 16 tokens (docs)
+        arms.push_back({"curdkv_fast", "curdkv:" + b + cap + ",solver=fast"});
+        arms.push_back({"curdkv_fast_refresh16", "curdkv:" + b + cap + ",solver=fast,refresh=16"});
+      } else if (m.id == "expected_attention" || m.id == "kvzip") {
+        // The default rescores every r-th eviction (rescore=0: the automatic r), timed over
+        // whole intervals; rescore=1 is the exact rule's per-token cost.
+        const int64_t r = eviction::rescore_interval(CacheConfig::parse(m.id + ":" + b), D);
+        arms.push_back({m.id, m.id + ":" + b, r});
+        arms.push_back({m.id + "_rescore1", m.id + ":" + b + ",rescore=1"});
+      } else
+        arms.push_back({m.id, m.id + ":" + b});
+    }
+    return arms;
+  };
+  // tokens a row at n reads: n cached, then the longest arm's stream
+  const auto tokens_for = [&](int64_t n, int64_t D) {
+    int64_t extra = 0;
+    for (const auto& arm : arms_for(n, D)) extra = std::max(extra, stream_tokens(arm.period));
+    return n + extra;
+  };
+  // the streams the rows run on: one synthetic head per (n, D), or every (layer, KV head) of a
+  // dump-kv file at its own head dim, every n checked against its length before any row runs
+  std::vector<KvStream> real;
   std::vector<int64_t> dims = opt.dims;
   std::string source = "synthetic (realistic_kv), keys as queries";
   if (!opt.kv_path.empty()) {
     const NpyArray a = read_npy(opt.kv_path);
-    VQ_CHECK(a.shape.size() == 5 && a.shape[1] == 2, InvalidArgument, "--kv ", opt.kv_path,
-             ": shape ", a.shape_str(),
-             " is not dump-kv's [layers, 2, kv_heads, tokens, head_dim]");
-    const int64_t L = a.shape[0], H = a.shape[2], S = a.shape[3], D = a.shape[4];
-    VQ_CHECK(L >= 1 && H >= 1 && S >= 2 && D >= 1, InvalidArgument, "--kv ", opt.kv_path,
-             ": shape ", a.shape_str(), " holds no stream of at least 2 tokens");
-    const std::vector<float> x = a.to_float();
-    const auto at = [&](int64_t l, int64_t kv, int64_t h) {
-      return x.data() + ((l * 2 + kv) * H + h) * S * D;
-    };
-    for (int64_t l = 0; l < L; ++l)
-      for (int64_t h = 0; h < H; ++h)
-        real.push_back({std::vector<float>(at(l, 0, h), at(l, 0, h) + S * D),
-                        std::vector<float>(at(l, 1, h), at(l, 1, h) + S * D)});
-    real_S = S;
+    const std::string what = "--kv " + opt.kv_path;
+    const auto shape = kv_stream_shape(a, what);  // {L, H, S, D}
+    const int64_t S = shape[2], D = shape[3];
+    int64_t need = 0;
+    for (int64_t n : opt.ns) {
+      const int64_t t = tokens_for(n, D);
+      VQ_CHECK(t <= S, InvalidArgument, what, ": n = ", n, " needs ", t, " tokens per stream (",
+               t - n, " streamed after the n cached), the file holds ", S);
+      need = std::max(need, t);
+    }
+    real = kv_streams(a, what, need);
     dims = {D};
     source = detail::cat("real K/V of ", std::filesystem::path(opt.kv_path).filename().string(),
-                         ": ", L, " layers x ", H, " KV heads, keys as queries");
+                         ": ", shape[0], " layers x ", shape[1], " KV heads, keys as queries");
   }
 
   for (int64_t D : dims) {
     for (int64_t n : opt.ns) {
-      const std::string b = "budget=" + std::to_string(n) + ",n_sink=4";
-      struct Arm {
-        std::string name, spec;
-        int64_t period = 1;  // a rescore or refresh interval: tokens holding one heavy step
-      };
-      std::vector<Arm> arms = {{"full", "full"}};
-      for (const MethodInfo& m : methods()) {
-        if (m.family != Family::Eviction || m.id == "full") continue;
-        if (!opt.evict_methods.empty() &&
-            std::find(opt.evict_methods.begin(), opt.evict_methods.end(), m.id) ==
-                opt.evict_methods.end())
-          continue;
-        if (m.id == "curdkv") {
-          const std::string cap = ",rank_cap=" + std::to_string(opt.rank_cap);
-          // the default solver (heavy: the subspace iterated on the rows holding the energy)
-          arms.push_back({"curdkv", "curdkv:" + b + cap});
-          // the same basis held for three tokens in four, timed over whole refresh intervals
-          arms.push_back({"curdkv_refresh4", "curdkv:" + b + cap + ",refresh=4", 4});
-          // the tracked subspace over every row, per token and held for 16 tokens (docs)
-          arms.push_back({"curdkv_fast", "curdkv:" + b + cap + ",solver=fast"});
-          arms.push_back(
-              {"curdkv_fast_refresh16", "curdkv:" + b + cap + ",solver=fast,refresh=16"});
-        } else if (m.id == "expected_attention" || m.id == "kvzip") {
-          // The default rescores every r-th eviction (rescore=0: the automatic r), timed over
-          // whole intervals; rescore=1 is the exact rule's per-token cost.
-          const int64_t r = eviction::rescore_interval(CacheConfig::parse(m.id + ":" + b), D);
-          arms.push_back({m.id, m.id + ":" + b, r});
-          arms.push_back({m.id + "_rescore1", m.id + ":" + b + ",rescore=1"});
-        } else
-          arms.push_back({m.id, m.id + ":" + b});
-      }
-      // each arm streams at least 256 fresh tokens, in whole rescore / refresh intervals: every
-      // interval holds exactly one heavy step (the first decode token starts one)
-      const auto stream_tokens = [](int64_t period) {
-        return std::max<int64_t>(period, 256 / period * period);
-      };
-      int64_t extra = 0;
-      for (const auto& arm : arms) extra = std::max(extra, stream_tokens(arm.period));
-      std::vector<Stream> synthetic;
-      if (real.empty()) {
+      const std::vector<Arm> arms = arms_for(n, D);
+      const int64_t extra = tokens_for(n, D) - n;
+      std::vector<KvStream> synthetic;
+      if (real.empty())
         synthetic.push_back({realistic_kv(n + extra, D, 11 + static_cast<uint64_t>(D), true),
                              realistic_kv(n + extra, D, 12 + static_cast<uint64_t>(D), false)});
-      } else {
-        VQ_CHECK(n + extra <= real_S, InvalidArgument, "--kv ", opt.kv_path, ": n = ", n, " needs ",
-                 n + extra, " tokens per stream (", extra,
-                 " streamed after the n cached), the file holds ", real_S);
-      }
-      const std::vector<Stream>& streams = real.empty() ? synthetic : real;
+      const std::vector<KvStream>& streams = real.empty() ? synthetic : real;
       const auto nstreams = static_cast<double>(streams.size());
       if (opt.progress) opt.progress("eviction n=" + std::to_string(n) + " D=" + std::to_string(D));
       // every time below is the mean over the streams, each measured on its own data
       double attn_ns = 0;
-      for (const Stream& st : streams) {
+      for (const KvStream& st : streams) {
         AttentionStep attn(st.k, st.v, n, D);
         attn_ns += time_per_call(opt.min_seconds, 50, attn) * 1e9 / nstreams;
       }
@@ -322,7 +318,7 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
           opt.progress("eviction " + arm.name + " n=" + std::to_string(n) +
                        " D=" + std::to_string(D));
         double ns = 0;
-        for (const Stream& st : streams)
+        for (const KvStream& st : streams)
           ns += stream_ns_per_token(arm.spec, st.k, st.v, n, D, stream_tokens(arm.period),
                                     opt.min_seconds) /
                 nstreams;
@@ -344,7 +340,7 @@ void add_eviction_rows(const SpeedOptions& opt, std::vector<SpeedRow>& rows) {
       }
       if (fast_ns <= 0) continue;  // curdkv not selected: no reference row
       double ref_ns = 0;
-      for (const Stream& st : streams)
+      for (const KvStream& st : streams)
         ref_ns += curdkv_reference_ns(st.k, st.v, n, D, opt.rank_cap, opt.min_seconds) / nstreams;
       rows.push_back({"eviction", "curdkv_reference", n, D, ref_ns, "ns/token", ref_ns / attn_ns,
                       "attention_step",
@@ -589,6 +585,32 @@ void check_options(const SpeedOptions& opt) {
 }
 
 }  // namespace
+
+std::array<int64_t, 4> kv_stream_shape(const NpyArray& a, const std::string& what) {
+  VQ_CHECK(a.shape.size() == 5 && a.shape[1] == 2, InvalidArgument, what, ": shape ", a.shape_str(),
+           " is not dump-kv's [layers, 2, kv_heads, tokens, head_dim]");
+  VQ_CHECK(npy_is_float(a.dtype), InvalidArgument, what, ": dtype ", npy_dtype_name(a.dtype),
+           " is not a floating-point type");
+  const int64_t L = a.shape[0], H = a.shape[2], S = a.shape[3], D = a.shape[4];
+  VQ_CHECK(L >= 1 && H >= 1 && S >= 2 && D >= 1, InvalidArgument, what, ": shape ", a.shape_str(),
+           " holds no stream of at least 2 tokens");
+  return {L, H, S, D};
+}
+
+std::vector<KvStream> kv_streams(const NpyArray& a, const std::string& what, int64_t tokens) {
+  const auto [L, H, S, D] = kv_stream_shape(a, what);
+  VQ_CHECK(tokens >= 1 && tokens <= S, InvalidArgument, what, ": ", tokens,
+           " tokens per stream asked, the file holds ", S);
+  const std::vector<float> x = a.to_float();
+  std::vector<KvStream> out;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t h = 0; h < H; ++h) {
+      const float* k = x.data() + ((l * 2 + 0) * H + h) * S * D;
+      const float* v = x.data() + ((l * 2 + 1) * H + h) * S * D;
+      out.push_back({std::vector<float>(k, k + tokens * D), std::vector<float>(v, v + tokens * D)});
+    }
+  return out;
+}
 
 std::vector<float> realistic_kv(int64_t S, int64_t D, uint64_t seed, bool keys) {
   VQ_CHECK(S >= 0 && D >= 1 && S <= (int64_t{1} << 40) / D, InvalidArgument, "realistic_kv: ", S,

@@ -6,10 +6,13 @@
 // reference because absolute times drift.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "veloxquant/npy.hpp"
 
 namespace vq::bench {
 
@@ -56,6 +59,18 @@ std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt);
 double stream_ns_per_token(const std::string& spec, const std::vector<float>& k,
                            const std::vector<float>& v, int64_t n, int64_t D, int64_t tokens,
                            double min_s);
+
+/// One head's keys and values, [tokens, D] row-major each.
+struct KvStream {
+  std::vector<float> k, v;
+};
+
+/// {layers, kv_heads, tokens, head_dim} of a dump-kv array [L, 2, H, S, D] of a floating-point
+/// dtype; InvalidArgument naming `what` and the shape or dtype otherwise.
+std::array<int64_t, 4> kv_stream_shape(const NpyArray& a, const std::string& what);
+/// Every (layer, KV head) of such an array as a stream of its first `tokens` tokens (<= S), in
+/// order layer-major.
+std::vector<KvStream> kv_streams(const NpyArray& a, const std::string& what, int64_t tokens);
 
 /// Realistic synthetic K/V for one head: decaying spectrum plus a few large outlier channels.
 /// Returns [S, D] row-major.

@@ -521,9 +521,13 @@ double HeavyLeverage::seed(Weight b, double energy, const double* w_new, int64_t
   // Tm = M + wb wb^T with M a Gram matrix, so z^T Tm z >= (wb . z)^2 for the unit eigenvector z
   // of Tm's smallest eigenvalue: when that eigenvalue is below kTol ||Tm||, the newcomer's energy
   // outside the kept directions is below it too, and all of ||wb||^2 is kept to that tolerance
-  // (the one energy_outside_smallest finds the eigenvalue to). When the heavy rows span fewer
-  // than r directions, Tm (rank at most that count + 1) is singular up to rounding: always this.
-  if (smallest_below(Tm, kTol)) return wb.squaredNorm() / total;
+  // (energy_outside_smallest narrows the eigenvalue to a width of the same order). When the heavy
+  // rows span fewer than r directions, Tm (rank at most that count + 1) is singular up to
+  // rounding, so this usually applies.
+  if (smallest_below(Tm, kTol)) {
+    ++near_null_;
+    return wb.squaredNorm() / total;
+  }
   double kept = 0;
   if (energy_outside_smallest(Tm, wb, kept, kTol)) return kept / total;
   Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(Tm);

@@ -61,6 +61,8 @@ class HeavyLeverage {
   int64_t bytes() const;                     ///< bytes held (per-slot caches, basis, scratch)
   int64_t heavy_rows() const { return t_; }  ///< heavy rows of the last scoring call
   int64_t cold_starts() const { return cold_; }
+  /// seeds answered without an eigenvector step (the Ritz matrix had a near-null direction)
+  int64_t seeds_near_null() const { return near_null_; }
   int64_t iterations() const { return iters_; }  ///< warm-started iterations so far
 
  private:
@@ -96,6 +98,7 @@ class HeavyLeverage {
   int64_t n_ = 0, t_ = 0, r_ = 0, cursor_ = 0, cold_ = 0;
   int64_t since_ = 0;  // scoring calls since the basis last moved
   int64_t iters_ = 0;
+  int64_t near_null_ = 0;
   int64_t seen_ = 0;        // slots [0, seen_) have been through a scoring call
   bool all_dirty_ = false;  // invalidate(): every slot's cache is stale
   double E_ = 0;

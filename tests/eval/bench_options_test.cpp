@@ -20,7 +20,9 @@ TEST(BenchOptions, ExtraOptionsMayNotSetTheSweptKeys) {
               std::string::npos)
         << e.what();
   }
-  // a composition or a list would run more than the one method the benchmark reports
+  // a composition or a list would run more than the one method the benchmark reports; a
+  // number's exponent sign is no composition
+  EXPECT_NO_THROW(vq::bench::check_extra_options("b", "heavy_mass=1e+0,sweep=8", {"budget"}));
   for (const char* extra : {"score=mean+q8_0", "score=mean;h2o:budget=4"}) {
     try {
       vq::bench::check_extra_options("curdkv bench", extra, {"budget"});

@@ -140,6 +140,46 @@ TEST(StreamTiming, NarrowHeadsRunTheEvictionRows) {
   for (const auto& r : rows) EXPECT_TRUE(std::isfinite(r.value) && r.value > 0) << r.name;
 }
 
+// kv_streams slices [L, 2, H, S, D] into (layer, head) streams, layer-major, keys then values,
+// the first `tokens` tokens each: every value below encodes its own index, so a wrong offset shows.
+TEST(StreamTiming, KvStreamsSliceEveryLayerAndHead) {
+  const int64_t L = 3, H = 2, S = 5, D = 4;
+  std::vector<float> x(static_cast<size_t>(L * 2 * H * S * D));
+  const auto code = [](int64_t l, int64_t kv, int64_t h, int64_t s, int64_t d) {
+    return static_cast<float>(l * 10000 + kv * 1000 + h * 100 + s * 10 + d);
+  };
+  size_t at = 0;
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t kv = 0; kv < 2; ++kv)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t d = 0; d < D; ++d) x[at++] = code(l, kv, h, s, d);
+  const auto a = vq::npy_from_float(x.data(), {L, 2, H, S, D});
+  const auto streams = vq::bench::kv_streams(a, "test", 3);
+  ASSERT_EQ(streams.size(), static_cast<size_t>(L * H));
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t h = 0; h < H; ++h) {
+      const auto& st = streams[static_cast<size_t>(l * H + h)];
+      ASSERT_EQ(st.k.size(), static_cast<size_t>(3 * D));
+      ASSERT_EQ(st.v.size(), static_cast<size_t>(3 * D));
+      for (int64_t s = 0; s < 3; ++s)
+        for (int64_t d = 0; d < D; ++d) {
+          EXPECT_EQ(st.k[static_cast<size_t>(s * D + d)], code(l, 0, h, s, d));
+          EXPECT_EQ(st.v[static_cast<size_t>(s * D + d)], code(l, 1, h, s, d));
+        }
+    }
+  EXPECT_THROW(vq::bench::kv_streams(a, "test", S + 1), vq::InvalidArgument);
+  const std::vector<int64_t> ids(static_cast<size_t>(L * 2 * H * S * D), 1);
+  try {
+    vq::bench::kv_streams(vq::npy_from_int64(ids.data(), {L, 2, H, S, D}), "--kv ids.npy", 3);
+    ADD_FAILURE() << "an integer array was accepted";
+  } catch (const vq::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv ids.npy: dtype int64 is not a floating-point"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // --kv: the eviction rows on every (layer, head) stream of a dump-kv file, at its head dim; a
 // file too short for an n, or not shaped like dump-kv's output, is refused naming the numbers.
 TEST(StreamTiming, RealKvStreamsFromADumpFile) {

@@ -371,9 +371,11 @@ TEST(HeavyLeverage, SmallestBelowAgreesWithTheSpectrum) {
 }
 
 TEST(HeavyLeverage, SeedOnABlockOfFewerDirectionsThanTheRankMatchesTheOracle) {
-  // Every stored row lies in a 3-dimensional subspace while r = 8: the Rayleigh-Ritz matrix has
-  // near-zero eigenvalues, the case the seed answers without an eigensolve. The newcomer either
-  // lies in that subspace or has a part outside it; the oracle decides on the enlarged block.
+  // Every stored row lies in a 3-dimensional subspace while r = 8. A newcomer with a part outside
+  // the basis makes a 9 x 9 Rayleigh-Ritz matrix of rank at most 5: near-zero eigenvalues, the
+  // case the seed answers without an eigenvector step (counted). A newcomer inside that subspace
+  // lies in the basis: nothing to drop, no Ritz step at all. The oracle decides on the enlarged
+  // block either way.
   vq::Rng rng(41);
   const int64_t n = 60, D = 32, r = 8, k = 3;
   RowMatF B(k, D);
@@ -399,5 +401,6 @@ TEST(HeavyLeverage, SeedOnABlockOfFewerDirectionsThanTheRankMatchesTheOracle) {
     const auto [seed, want] = seed_and_oracle(lev, V, a, n, r, 0.9, 0.1);
     EXPECT_NEAR(seed, want, 1e-5);
     EXPECT_GT(seed, 0.0);
+    EXPECT_EQ(lev.seeds_near_null(), inside ? 0 : 1);
   }
 }
