@@ -93,7 +93,14 @@ struct GramSchmidt {
       for (int g = 1; g < K; ++g) acc += q[g] * x[g];
       h[p] = lane_sum(acc);
     }
-    // column by column: K independent chains per step instead of one chain of c per group
+    subtract(Q, c, x, h);
+  }
+
+  // x -= sum_p h[p] q_p, column by column: K independent chains per step instead of one chain
+  // of c per group
+  void subtract(const Lanes8* __restrict Q, int64_t c, Lanes8* __restrict x,
+                const double* __restrict h) const {
+    const int K = k();
     for (int64_t p = 0; p < c; ++p) {
       const Lanes8* q = Q + p * K;
       for (int g = 0; g < K; ++g) x[g] -= h[p] * q[g];
@@ -145,8 +152,7 @@ struct GramSchmidt {
         // the first pass's coefficients q_p . e_axis are the basis's entries at the axis
         for (int64_t p = 0; p < c; ++p) h[p] = qd[p * 8 * K + axis];
         x[axis / 8][axis % 8] = 1.0;
-        for (int64_t p = 0; p < c; ++p)
-          for (int g = 0; g < K; ++g) x[g] -= h[p] * Q[p * K + g];
+        subtract(Q, c, x, h);
         project_out(Q, c, x, h);
         scale(x, std::sqrt(norm2(x)));
       }
@@ -308,8 +314,8 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
 // has r columns.
 void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
   const int64_t ld = Y_.cols();
-  const int64_t K = (D + 7) / 8;  // groups of eight doubles per column
-  qc_.assign(static_cast<size_t>(r * K), Lanes8{});
+  const int64_t K = (D + 7) / 8;           // groups of eight doubles per column
+  qc_.resize(static_cast<size_t>(r * K));  // GramSchmidt::run zeroes the columns it fills
   cover_.assign(static_cast<size_t>(8 * K + r), 0.0);
   double* h = cover_.data() + 8 * K;
   with_head_dim(D, [&](auto dc) {
