@@ -72,29 +72,22 @@ void BM_CurdkvRealStream(benchmark::State& state) {
     state.SkipWithError("set VQ_BENCH_KV to a dump-kv .npy");
     return;
   }
-  const vq::NpyArray a = vq::read_npy(path);
   const int64_t n = 512, tokens = 256;
-  const auto& sh = a.shape;
-  if (sh.size() != 5 || sh[0] < 1 || sh[1] != 2 || sh[2] < 1 || sh[3] < n + tokens || sh[4] < 1) {
-    const std::string msg = "VQ_BENCH_KV: shape " + a.shape_str() +
-                            " is not [layers >= 1, 2, kv_heads >= 1, tokens >= 768, D >= 1]";
-    state.SkipWithError(msg.c_str());
+  std::vector<vq::bench::KvStream> streams;
+  int64_t D = 0;
+  try {
+    const vq::NpyArray a = vq::read_npy(path);
+    D = vq::bench::kv_stream_shape(a, "VQ_BENCH_KV")[3];
+    streams = vq::bench::kv_streams(a, "VQ_BENCH_KV", n + tokens);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
     return;
   }
-  const int64_t L = sh[0], H = sh[2], S = sh[3], D = sh[4];
-  const std::vector<float> x = a.to_float();
-  std::vector<std::pair<std::vector<float>, std::vector<float>>> streams;
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t h = 0; h < H; ++h) {
-      const float* k = x.data() + ((l * 2 + 0) * H + h) * S * D;
-      const float* v = x.data() + ((l * 2 + 1) * H + h) * S * D;
-      streams.push_back({{k, k + S * D}, {v, v + S * D}});
-    }
   const std::string spec = "curdkv:budget=512,n_sink=4";
   for (auto _ : state) {
     double ns = 0;
-    for (const auto& [k, v] : streams)
-      ns += vq::bench::stream_ns_per_token(spec, k, v, n, D, tokens, 0);
+    for (const auto& st : streams)
+      ns += vq::bench::stream_ns_per_token(spec, st.k, st.v, n, D, tokens, 0);
     state.SetIterationTime(ns / static_cast<double>(streams.size()) * 1e-9);
   }
 }
