@@ -133,7 +133,7 @@ class CurDKVCache final : public eviction::EvictionCache {
     } else if (had_stored && fast_path()) {
       // several query heads: the old rows' new weights are not one common rescaling, but they
       // keep their slots, so the seed reweights the scored block's per-slot projections
-      drive(st, n, k, q);
+      enlarged_weights(st, slot, q);
       const double a_new = w.attn[static_cast<size_t>(slot)];
       seed =
           std::move(*block).seed_reweighted(w.attn.data(), weighted_newcomer(st, slot, a_new), D);
@@ -177,7 +177,10 @@ class CurDKVCache final : public eviction::EvictionCache {
           lev.seed_scaled(1.0 - a_new, weighted_newcomer(st, slot, a_new), D, rank_cap_);
       return;
     }
-    drive(st, st.n, k, q);  // several query heads: the old rows' weights from a second pass
+    // several query heads: the enlarged block's weights from each head's scored weights and two
+    // logits (the store encodes window rows only when it settles, after this update, so the old
+    // rows' keys are still those the scoring pass read)
+    enlarged_weights(st, slot, q);
     const double a_new = w.attn[static_cast<size_t>(slot)];
     st.score[static_cast<size_t>(slot)] =
         lev.seed_reweighted(w.attn.data(), weighted_newcomer(st, slot, a_new), D, rank_cap_);
@@ -191,7 +194,31 @@ class CurDKVCache final : public eviction::EvictionCache {
     w.attn.resize(static_cast<size_t>(n));
     w.tmp.resize(static_cast<size_t>(n));
     w.lev.resize(static_cast<size_t>(n));
-    eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
+    if (use_queries_ && q.G > 1) {  // each head's own weights kept for the seed (enlarged_weights)
+      w.heads.resize(static_cast<size_t>(q.G * n));
+      eviction::driving_attention_heads(keys(st), n, q, w.attn.data(), w.heads.data());
+    } else {
+      eviction::driving_attention(keys(st), n, k, q, use_queries_, w.attn.data(), w.tmp.data());
+    }
+  }
+
+  // w.attn[0, slot] = the driving attention over the enlarged block [0, slot] (the newcomer in
+  // `slot`) with several query heads, without another pass over the keys: within each head the
+  // old rows' weights scale by 1 - that head's a'_new (newcomer_share), and the mean over heads
+  // is taken as drive() takes it. w.heads holds drive()'s per-head weights over [0, slot).
+  void enlarged_weights(const eviction::HeadState& st, int64_t slot, const eviction::QueryRows& q) {
+    Buffers& w = scratch_.local();
+    const auto n0 = static_cast<size_t>(slot);
+    w.tmp.assign(n0 + 1, 0.0);
+    for (int64_t g = 0; g < q.G; ++g) {
+      const double* a = w.heads.data() + static_cast<size_t>(g) * n0;
+      const double c = newcomer_share(st, a, slot, q.row(g));
+      for (size_t i = 0; i < n0; ++i) w.tmp[i] += (1.0 - c) * a[i];
+      w.tmp[n0] += c;
+    }
+    const auto G = static_cast<double>(q.G);
+    for (double& x : w.tmp) x /= G;
+    w.attn.swap(w.tmp);
   }
 
   // w.wnew = a_new times the newcomer's value as the store holds it (the rows of W are stored
@@ -213,15 +240,20 @@ class CurDKVCache final : public eviction::EvictionCache {
   // a'_new = 1 / (1 + exp(s_j - s_new) / a_j); j = the largest a_j keeps the division exact.
   double newcomer_attention(const eviction::HeadState& st, int64_t slot, const float* k,
                             const eviction::QueryRows& q) {
-    const std::vector<double>& attn = scratch_->attn;
     const float* qv = use_queries_ && q.G == 1 ? q.row(0) : k;
+    return newcomer_share(st, scratch_->attn.data(), slot, qv);
+  }
+
+  // a'_new for one query vector qv from its softmax a[0, slot) over the stored rows.
+  double newcomer_share(const eviction::HeadState& st, const double* a, int64_t slot,
+                        const float* qv) const {
     int64_t j = 0;
     for (int64_t i = 1; i < slot; ++i)
-      if (attn[static_cast<size_t>(i)] > attn[static_cast<size_t>(j)]) j = i;
+      if (a[i] > a[j]) j = i;
     const double scale = static_cast<double>(1.0f / std::sqrt(static_cast<float>(head_dim())));
     const double s_j = static_cast<double>(eviction::row_dot(keys(st), j, qv)) * scale;
     const double s_new = static_cast<double>(eviction::row_dot(keys(st), slot, qv)) * scale;
-    return 1.0 / (1.0 + std::exp(s_j - s_new) / attn[static_cast<size_t>(j)]);
+    return 1.0 / (1.0 + std::exp(s_j - s_new) / a[j]);
   }
 
   void accumulate(eviction::HeadState& st) {
@@ -267,6 +299,7 @@ class CurDKVCache final : public eviction::EvictionCache {
   }
   struct Buffers {
     std::vector<double> attn, tmp, lev;
+    std::vector<double> heads;  // [G, n] each query head's driving attention (several heads)
     Eigen::VectorXd wnew;
     eviction::RowMatD W;      // Eigen-owned (aligned): reductions do not depend on input addresses
     std::vector<float> blk;   // one decoded block of V

@@ -458,4 +458,17 @@ void driving_attention(const store::RowSource& K, int64_t n, const float* k, con
   Eigen::Map<Eigen::VectorXd>(out, n) = acc;
 }
 
+void driving_attention_heads(const store::RowSource& K, int64_t n, const QueryRows& q, double* out,
+                             double* heads) {
+  if (n <= 0 || q.G <= 0) return;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(K.dim()));
+  for (int64_t g = 0; g < q.G; ++g) softmax_logits(K, n, q.row(g), scale, heads + g * n);
+  // the sum in head order, then the division: element by element what driving_attention does
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.0;
+  for (int64_t g = 0; g < q.G; ++g)
+    for (int64_t i = 0; i < n; ++i) out[i] += heads[g * n + i];
+  const auto G = static_cast<double>(q.G);
+  for (int64_t i = 0; i < n; ++i) out[i] /= G;
+}
+
 }  // namespace vq::eviction

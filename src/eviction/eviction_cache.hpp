@@ -230,4 +230,9 @@ void softmax_logits(const store::RowSource& K, int64_t n, const float* q, float 
 void driving_attention(const store::RowSource& K, int64_t n, const float* k, const QueryRows& q,
                        bool use_queries, double* out, double* tmp);
 
+/// driving_attention with true queries (q.G >= 1), keeping each head's own softmax too:
+/// heads[g * n + i] for g < q.G, i < n; out[0:n] their mean, the same bits as driving_attention.
+void driving_attention_heads(const store::RowSource& K, int64_t n, const QueryRows& q, double* out,
+                             double* heads);
+
 }  // namespace vq::eviction

@@ -384,6 +384,33 @@ TEST(Curdkv, GroupedQueriesSeedFromTheScoredBlock) {
   }
 }
 
+TEST(Curdkv, GroupedQueriesSeedThroughAChunkedCodec) {
+  // With several query heads the seed takes the enlarged block's weights from each head's scored
+  // weights and two logits, not from another pass over the keys. Through a chunked codec the
+  // stored keys change whenever the store settles a chunk (every 16th token here, after a fit on
+  // 32), between the updates; under the closed form both caches hold the same rows at every
+  // step, so the oracle's decisions must be made at every step.
+  const int64_t S = 120, D = 16;
+  auto K = vqtest::random_tensor(1, 1, S, D, 41);
+  auto V = vqtest::random_tensor(1, 1, S, D, 42);
+  auto Q = vqtest::random_tensor(1, 3, S, D, 43, 3.0);
+  const std::string codec = "+kvtc:chunk_tokens=16,fit_tokens=32";
+  for (const char* solver : {"heavy", "fast"}) {
+    auto fast = vq::make_cache(
+        std::string("curdkv:budget=40,n_sink=2,rank_cap=16,solver=") + solver + codec, D);
+    auto ref = vq::make_cache("curdkv:budget=40,n_sink=2,rank_cap=16,solver=reference" + codec, D);
+    int64_t identical = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      const auto q = Q.slice_tokens(s, 1);
+      fast->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
+      ref->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
+      identical += fast->fetch().positions == ref->fetch().positions ? 1 : 0;
+    }
+    EXPECT_EQ(identical, S) << solver;
+    EXPECT_EQ(fast->fetch().n_kept, 40) << solver;
+  }
+}
+
 TEST(Curdkv, RecentWindowIsNeverEvicted) {
   const int64_t S = 60, budget = 16, recent = 6;
   auto K = vqtest::random_tensor(1, 1, S, 8, 21);
