@@ -347,6 +347,24 @@ TEST(Curdkv, TrueQueriesChangeTheDrivingAttention) {
   EXPECT_NE(with_q->fetch().positions, no_q->fetch().positions);
 }
 
+namespace {
+
+// Feeds tokens [0, S) with their queries to both caches one at a time; the number of steps after
+// which both hold the same positions.
+int64_t identical_steps(vq::KVCache& a, vq::KVCache& b, const vq::Tensor& K, const vq::Tensor& V,
+                        const vq::Tensor& Q, int64_t S) {
+  int64_t identical = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const auto q = Q.slice_tokens(s, 1);
+    a.update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
+    b.update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
+    identical += a.fetch().positions == b.fetch().positions ? 1 : 0;
+  }
+  return identical;
+}
+
+}  // namespace
+
 TEST(Curdkv, GroupedQueriesSeedFromTheScoredBlock) {
   // Two query heads per KV head: the old rows' weights in the enlarged block are not one common
   // rescaling of the scored block's, so the fast solver's seed reweights its per-slot projections
@@ -364,13 +382,7 @@ TEST(Curdkv, GroupedQueriesSeedFromTheScoredBlock) {
                                   (std::string(cap).rfind("16", 0) == 0 ? "16" : "4") +
                                   ",solver=reference",
                               D);
-    int64_t identical = 0;
-    for (int64_t s = 0; s < S; ++s) {
-      const auto q = Q.slice_tokens(s, 1);
-      fast->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
-      ref->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
-      identical += fast->fetch().positions == ref->fetch().positions ? 1 : 0;
-    }
+    const int64_t identical = identical_steps(*fast, *ref, K, V, Q, S);
     auto a = fast->fetch().positions, b = ref->fetch().positions;
     std::sort(a.begin(), a.end());
     std::sort(b.begin(), b.end());
@@ -399,13 +411,7 @@ TEST(Curdkv, GroupedQueriesSeedThroughAChunkedCodec) {
     auto fast = vq::make_cache(
         std::string("curdkv:budget=40,n_sink=2,rank_cap=16,solver=") + solver + codec, D);
     auto ref = vq::make_cache("curdkv:budget=40,n_sink=2,rank_cap=16,solver=reference" + codec, D);
-    int64_t identical = 0;
-    for (int64_t s = 0; s < S; ++s) {
-      const auto q = Q.slice_tokens(s, 1);
-      fast->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
-      ref->update(K.slice_tokens(s, 1), V.slice_tokens(s, 1), &q);
-      identical += fast->fetch().positions == ref->fetch().positions ? 1 : 0;
-    }
+    const int64_t identical = identical_steps(*fast, *ref, K, V, Q, S);
     EXPECT_EQ(identical, S) << solver;
     EXPECT_EQ(fast->fetch().n_kept, 40) << solver;
   }
