@@ -379,7 +379,7 @@ namespace {
 // alignment.
 thread_local RowMatF t_block;
 thread_local Eigen::VectorXf t_dots;
-thread_local Eigen::VectorXd t_logits, t_acc;
+thread_local Eigen::VectorXd t_logits;
 
 template <typename Vec>
 auto& grow(Vec& v, int64_t n) {
@@ -387,16 +387,21 @@ auto& grow(Vec& v, int64_t n) {
   return v;
 }
 
-// softmax((K[0:n] q) * scale) into out (an aligned Eigen buffer of >= n).
-void softmax_into(const store::RowSource& K, int64_t n, const float* q, float scale,
-                  Eigen::VectorXd& out) {
+// softmax(dots[0:n] * scale) into out (an aligned Eigen buffer of >= n).
+void softmax_of_dots(const float* dots, int64_t n, float scale, Eigen::VectorXd& out) {
   auto o = grow(out, n).head(n);
-  row_dots(K, n, q, grow(t_dots, n).data());
-  o = t_dots.head(n).cast<double>();
+  o = Eigen::Map<const Eigen::VectorXf>(dots, n).cast<double>();
   o *= static_cast<double>(scale);
   const double mx = o.maxCoeff();
   o = (o.array() - mx).exp();
   o /= o.sum();
+}
+
+// softmax((K[0:n] q) * scale) into out (an aligned Eigen buffer of >= n).
+void softmax_into(const store::RowSource& K, int64_t n, const float* q, float scale,
+                  Eigen::VectorXd& out) {
+  row_dots(K, n, q, grow(t_dots, n).data());
+  softmax_of_dots(t_dots.data(), n, scale, out);
 }
 }  // namespace
 
@@ -448,21 +453,26 @@ void driving_attention(const store::RowSource& K, int64_t n, const float* k, con
     softmax_logits(K, n, k, scale, out);
     return;
   }
-  auto acc = grow(t_acc, n).head(n);
-  acc.setZero();
-  for (int64_t g = 0; g < q.G; ++g) {
-    softmax_into(K, n, q.row(g), scale, t_logits);
-    acc += t_logits.head(n);
-  }
-  acc /= static_cast<double>(q.G);
-  Eigen::Map<Eigen::VectorXd>(out, n) = acc;
+  thread_local std::vector<double> heads;
+  heads.resize(static_cast<size_t>(q.G * n));
+  driving_attention_heads(K, n, q, out, heads.data());
 }
 
 void driving_attention_heads(const store::RowSource& K, int64_t n, const QueryRows& q, double* out,
                              double* heads) {
   if (n <= 0 || q.G <= 0) return;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(K.dim()));
-  for (int64_t g = 0; g < q.G; ++g) softmax_logits(K, n, q.row(g), scale, heads + g * n);
+  const int64_t D = K.dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  // every head's logits in one pass over the stored rows (dot_many: each head's bits as dot's)
+  thread_local std::vector<float> qs, dots;
+  qs.resize(static_cast<size_t>(q.G * D));
+  for (int64_t g = 0; g < q.G; ++g) std::copy_n(q.row(g), D, qs.begin() + g * D);
+  dots.resize(static_cast<size_t>(q.G * n));
+  K.dot_many(0, n, qs.data(), q.G, dots.data(), n);
+  for (int64_t g = 0; g < q.G; ++g) {
+    softmax_of_dots(dots.data() + g * n, n, scale, t_logits);
+    std::copy_n(t_logits.data(), n, heads + g * n);
+  }
   // the sum in head order, then the division: element by element what driving_attention does
   for (int64_t i = 0; i < n; ++i) out[i] = 0.0;
   for (int64_t g = 0; g < q.G; ++g)

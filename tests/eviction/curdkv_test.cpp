@@ -399,9 +399,10 @@ TEST(Curdkv, GroupedQueriesSeedFromTheScoredBlock) {
 TEST(Curdkv, GroupedQueriesSeedThroughAChunkedCodec) {
   // With several query heads the seed takes the enlarged block's weights from each head's scored
   // weights and two logits, not from another pass over the keys. Through a chunked codec the
-  // stored keys change whenever the store settles a chunk (every 16th token here, after a fit on
-  // 32), between the updates; under the closed form both caches hold the same rows at every
-  // step, so the oracle's decisions must be made at every step.
+  // stored keys change whenever the store settles a chunk (16 rows leaving the fp16 window, after
+  // a fit on 32), between the updates. Under the closed form (rank_cap = head_dim) the leverage is
+  // exact, so a wrong weight or head stride would change a decision: the oracle's must be made at
+  // every step, and the rows must really have been encoded (less than fp16 content).
   const int64_t S = 120, D = 16;
   auto K = vqtest::random_tensor(1, 1, S, D, 41);
   auto V = vqtest::random_tensor(1, 1, S, D, 42);
@@ -414,6 +415,7 @@ TEST(Curdkv, GroupedQueriesSeedThroughAChunkedCodec) {
     const int64_t identical = identical_steps(*fast, *ref, K, V, Q, S);
     EXPECT_EQ(identical, S) << solver;
     EXPECT_EQ(fast->fetch().n_kept, 40) << solver;
+    EXPECT_LT(fast->stats().content_bytes, 40.0 * 2 * 2 * D) << solver << ": nothing was encoded";
   }
 }
 
