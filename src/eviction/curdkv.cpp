@@ -8,6 +8,7 @@
 //   5. over budget, evict the lowest score outside the first n_sink positions and the last
 //      `recent` positions (recent = 0, the spec's rule, protects no recent window).
 // One-shot scoring (the prefill protocol): curdkv_one_shot.cpp.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -247,9 +248,11 @@ class CurDKVCache final : public eviction::EvictionCache {
   // a'_new for one query vector qv from its softmax a[0, slot) over the stored rows.
   double newcomer_share(const eviction::HeadState& st, const double* a, int64_t slot,
                         const float* qv) const {
-    int64_t j = 0;
-    for (int64_t i = 1; i < slot; ++i)
-      if (a[i] > a[j]) j = i;
+    // the first largest weight: its value by a vectorized reduction (a maximum does not depend
+    // on the order it is taken in), then its first position
+    const double top = Eigen::Map<const Eigen::VectorXd>(a, slot).maxCoeff();
+    int64_t j = std::find(a, a + slot, top) - a;
+    if (j >= slot) j = 0;  // no weight equals it (a NaN): any stored row is as good
     const double scale = static_cast<double>(1.0f / std::sqrt(static_cast<float>(head_dim())));
     const double s_j = static_cast<double>(eviction::row_dot(keys(st), j, qv)) * scale;
     const double s_new = static_cast<double>(eviction::row_dot(keys(st), slot, qv)) * scale;
