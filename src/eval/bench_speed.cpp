@@ -161,24 +161,39 @@ double best_stream_round(double min_s, int64_t tokens, Make&& make, Feed&& feed)
 
 double stream_ns_per_token(const std::string& spec, const std::vector<float>& k,
                            const std::vector<float>& v, int64_t n, int64_t D, int64_t tokens,
-                           double min_s) {
+                           double min_s, const std::vector<float>* q, int64_t G) {
   VQ_CHECK(n >= 0 && D >= 1 && tokens >= 1 && static_cast<int64_t>(k.size()) >= (n + tokens) * D &&
                static_cast<int64_t>(v.size()) >= (n + tokens) * D,
            InvalidArgument, "stream_ns_per_token: ", n, " + ", tokens, " tokens of dim ", D,
            " need ", (n + tokens) * D, " values; have ", k.size(), " keys and ", v.size(),
            " values");
-  std::vector<Tensor> ks, vs;
+  const int64_t S = static_cast<int64_t>(k.size()) / D;
+  VQ_CHECK(q == nullptr || (G >= 1 && static_cast<int64_t>(q->size()) == G * S * D),
+           InvalidArgument, "stream_ns_per_token: queries of ", G, " heads need ", G * S * D,
+           " values; have ", q == nullptr ? 0 : q->size());
+  // rows [first, first + m) of every query head as one [1, G, m, D] tensor
+  const auto queries = [&](int64_t first, int64_t m) {
+    std::vector<float> rows(static_cast<size_t>(G * m * D));
+    for (int64_t g = 0; g < G; ++g)
+      std::copy_n(q->begin() + (g * S + first) * D, m * D, rows.begin() + g * m * D);
+    return Tensor::from_fp32(rows.data(), 1, G, m, D);
+  };
+  std::vector<Tensor> ks, vs, qs;
   for (int64_t s = 0; s < tokens; ++s) {
     ks.push_back(token_tensor(k, n + s, D));
     vs.push_back(token_tensor(v, n + s, D));
+    if (q != nullptr) qs.push_back(queries(n + s, 1));
   }
+  const Tensor q0 = q != nullptr ? queries(0, n) : Tensor();
   const auto make = [&] {
     auto cache = make_cache(spec, D);
-    cache->update(Tensor::from_fp32(k.data(), 1, 1, n, D), Tensor::from_fp32(v.data(), 1, 1, n, D));
+    cache->update(Tensor::from_fp32(k.data(), 1, 1, n, D), Tensor::from_fp32(v.data(), 1, 1, n, D),
+                  q != nullptr ? &q0 : nullptr);
     return cache;
   };
   const auto feed = [&](KVCache& c, int64_t s) {
-    c.update(ks[static_cast<size_t>(s)], vs[static_cast<size_t>(s)]);
+    const auto at = static_cast<size_t>(s);
+    c.update(ks[at], vs[at], q != nullptr ? &qs[at] : nullptr);
   };
   return best_stream_round(min_s, tokens, make, feed) * 1e9;
 }

@@ -56,9 +56,11 @@ std::vector<SpeedRow> run_speed_bench(const SpeedOptions& opt);
 /// Per-token cost (ns) of a cache of `spec` at head dim D: the best of at least 5 rounds (and
 /// min_s seconds), each building the cache from rows [0, n) of k and v in one update (not timed)
 /// and timing `tokens` one-token updates with rows n, n + 1, ... (one head; k, v are [S, D]).
+/// With q ([G, S, D], query head g's rows at g * S * D) every update also passes those rows'
+/// G true queries.
 double stream_ns_per_token(const std::string& spec, const std::vector<float>& k,
                            const std::vector<float>& v, int64_t n, int64_t D, int64_t tokens,
-                           double min_s);
+                           double min_s, const std::vector<float>* q = nullptr, int64_t G = 0);
 
 /// One head's keys and values, [tokens, D] row-major each.
 struct KvStream {

@@ -40,6 +40,24 @@ TEST(StreamTiming, TimesOneTokenUpdates) {
   }
 }
 
+TEST(StreamTiming, TimesUpdatesWithTrueQueries) {
+  const int64_t n = 32, D = 8, tokens = 16, S = n + tokens, G = 2;
+  const auto k = vq::bench::realistic_kv(S, D, 1, true);
+  const auto v = vq::bench::realistic_kv(S, D, 2, false);
+  std::vector<float> q(static_cast<size_t>(G * S * D), 0.5f);
+  const double ns =
+      vq::bench::stream_ns_per_token("curdkv:budget=32,n_sink=2", k, v, n, D, tokens, 0, &q, G);
+  EXPECT_TRUE(std::isfinite(ns) && ns > 0) << ns;
+  q.pop_back();
+  try {
+    vq::bench::stream_ns_per_token("curdkv:budget=32,n_sink=2", k, v, n, D, tokens, 0, &q, G);
+    FAIL() << "queries one value short were accepted";
+  } catch (const vq::InvalidArgument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("2 heads need 768 values; have 767"), std::string::npos) << msg;
+  }
+}
+
 // The eviction group at a tiny size: every arm present once, interval arms timed over whole
 // intervals (kvzip at budget 16 rescores every 4th eviction), each row's ratio to the step.
 TEST(StreamTiming, EvictionRowsCoverEveryArm) {
