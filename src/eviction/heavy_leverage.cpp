@@ -22,40 +22,36 @@ int64_t padded(int64_t r) {
   return (r + kLanes - 1) / kLanes * kLanes;
 }
 
+typedef float Floats16 __attribute__((vector_size(64)));
+static_assert(sizeof(Floats16) == kLanes * sizeof(float));
+
+// R rows of A against one 16-column group of B: R independent chains (eight keep both FMA units
+// busy through their latency; four, as before session 27, left half of them idle).
+template <int R>
+void rows_times_basis(const float* __restrict a, int64_t D, const float* __restrict B, int64_t ldb,
+                      int64_t c0, float* __restrict out) {
+  Floats16 s[R];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) s[i] = Floats16{};
+  for (int64_t d = 0; d < D; ++d) {
+    Floats16 b;
+    std::memcpy(&b, B + d * ldb + c0, sizeof b);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) s[i] += a[i * D + d] * b;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) std::memcpy(out + i * ldb + c0, &s[i], sizeof s[i]);
+}
+
 // out[j * ldb + c] = sum_d A[j * D + d] * B[d * ldb + c] for j < m, c < ldb (a multiple of
 // kLanes): each output one chain over d in ascending order, whatever m or the grouping of rows.
 void times_basis(const float* __restrict A, int64_t m, int64_t D, const float* __restrict B,
                  int64_t ldb, float* __restrict out) {
   for (int64_t c0 = 0; c0 < ldb; c0 += kLanes) {
     int64_t j = 0;
-    for (; j + 4 <= m; j += 4) {  // four rows per pass: four independent chains
-      float s0[kLanes] = {}, s1[kLanes] = {}, s2[kLanes] = {}, s3[kLanes] = {};
-      const float* a = A + j * D;
-      for (int64_t d = 0; d < D; ++d) {
-        const float* b = B + d * ldb + c0;
-        const float x0 = a[d], x1 = a[D + d], x2 = a[2 * D + d], x3 = a[3 * D + d];
-        for (int64_t c = 0; c < kLanes; ++c) {
-          s0[c] += x0 * b[c];
-          s1[c] += x1 * b[c];
-          s2[c] += x2 * b[c];
-          s3[c] += x3 * b[c];
-        }
-      }
-      std::copy_n(s0, kLanes, out + j * ldb + c0);
-      std::copy_n(s1, kLanes, out + (j + 1) * ldb + c0);
-      std::copy_n(s2, kLanes, out + (j + 2) * ldb + c0);
-      std::copy_n(s3, kLanes, out + (j + 3) * ldb + c0);
-    }
-    for (; j < m; ++j) {
-      float s0[kLanes] = {};
-      const float* a = A + j * D;
-      for (int64_t d = 0; d < D; ++d) {
-        const float* b = B + d * ldb + c0;
-        const float x0 = a[d];
-        for (int64_t c = 0; c < kLanes; ++c) s0[c] += x0 * b[c];
-      }
-      std::copy_n(s0, kLanes, out + j * ldb + c0);
-    }
+    for (; j + 8 <= m; j += 8) rows_times_basis<8>(A + j * D, D, B, ldb, c0, out + j * ldb);
+    for (; j + 4 <= m; j += 4) rows_times_basis<4>(A + j * D, D, B, ldb, c0, out + j * ldb);
+    for (; j < m; ++j) rows_times_basis<1>(A + j * D, D, B, ldb, c0, out + j * ldb);
   }
 }
 
@@ -76,23 +72,49 @@ struct GramSchmidt {
 
   int k() const { return KC > 0 ? KC : groups; }
 
-  double norm2(const Lanes8* x) const {
-    Lanes8 acc = x[0] * x[0];
-    for (int g = 1; g < k(); ++g) acc += x[g] * x[g];
-    return lane_sum(acc);
+  // x . y in two interleaved chains (even and odd groups), half the dependent length of one
+  double dot(const Lanes8* x, const Lanes8* y) const {
+    const int K = k();
+    Lanes8 a0 = x[0] * y[0], a1 = Lanes8{};
+    int g = 1;
+    for (; g + 1 < K; g += 2) {
+      a1 += x[g] * y[g];
+      a0 += x[g + 1] * y[g + 1];
+    }
+    if (g < K) a1 += x[g] * y[g];
+    return lane_sum(a0 + a1);
+  }
+
+  double norm2(const Lanes8* x) const { return dot(x, x); }
+
+  // The first axis with the smallest coverage (entries finite and >= 0): the minimum over whole
+  // groups when D fills them, then its first position (the axis a scan keeping the first minimum
+  // finds, without a dependent compare per axis).
+  static int64_t least_covered(const double* cover, int64_t D) {
+    double m = cover[0];
+    int64_t d = 1;
+    if (D % 8 == 0) {
+      Lanes8 mv;
+      std::memcpy(&mv, cover, sizeof mv);
+      for (d = 8; d < D; d += 8) {
+        Lanes8 x;
+        std::memcpy(&x, cover + d, sizeof x);
+        mv = x < mv ? x : mv;
+      }
+      for (int l = 0; l < 8; ++l) m = std::min(m, mv[l]);
+    } else {
+      for (; d < D; ++d) m = std::min(m, cover[d]);
+    }
+    for (d = 0; d < D; ++d)
+      if (cover[d] == m) break;
+    return d;
   }
 
   // One classical pass: x -= sum_p (q_p . x) q_p over the c columns of Q, every coefficient taken
   // from the same x (c independent dot products, not the modified form's dependent chain).
   void project_out(const Lanes8* __restrict Q, int64_t c, Lanes8* __restrict x,
                    double* __restrict h) const {
-    const int K = k();
-    for (int64_t p = 0; p < c; ++p) {
-      const Lanes8* q = Q + p * K;
-      Lanes8 acc = q[0] * x[0];
-      for (int g = 1; g < K; ++g) acc += q[g] * x[g];
-      h[p] = lane_sum(acc);
-    }
+    for (int64_t p = 0; p < c; ++p) h[p] = dot(Q + p * k(), x);
     subtract(Q, c, x, h);
   }
 
@@ -127,26 +149,26 @@ struct GramSchmidt {
       Lanes8* x = KC > 0 ? local : Q + c * K;
       if (KC > 0)
         for (int g = 0; g < K; ++g) x[g] = Q[c * K + g];
-      const double n0 = std::sqrt(norm2(x));
-      bool ok = n0 > 0 && std::isfinite(n0);
+      // The column is projected as it comes: its squared length s0 and its first-pass
+      // coefficients do not wait on each other, and the thresholds are relative to s0.
+      const double s0 = norm2(x);
+      bool ok = s0 > 0 && std::isfinite(s0);
       if (ok) {
-        scale(x, n0);
         project_out(Q, c, x, h);
-        double n1 = std::sqrt(norm2(x));
+        double s1 = norm2(x);
         // a second pass only when the first removed more than half of the column's energy
         // (Kahan's criterion: a column that kept more lost no orthogonality to cancellation), and
         // not when the first left nothing (a pass only removes: the column is replaced anyway)
-        if (!(n1 > std::sqrt(0.5)) && n1 > 1e-7) {
+        const double empty = 1e-14 * s0;  // (1e-7 of its length)^2
+        if (!(s1 > 0.5 * s0) && s1 > empty) {
           project_out(Q, c, x, h);
-          n1 = std::sqrt(norm2(x));
+          s1 = norm2(x);
         }
-        ok = n1 > 1e-7 && std::isfinite(n1);
-        if (ok) scale(x, n1);
+        ok = s1 > empty && std::isfinite(s1);
+        if (ok) scale(x, std::sqrt(s1));
       }
       if (!ok) {
-        int64_t axis = 0;
-        for (int64_t d = 1; d < D; ++d)
-          if (cover[d] < cover[axis]) axis = d;
+        const int64_t axis = least_covered(cover, D);
         for (int g = 0; g < K; ++g) x[g] = Lanes8{};
         // c < D columns cover at most c / D < 1 of the axes' total on average
         // the first pass's coefficients q_p . e_axis are the basis's entries at the axis
