@@ -347,7 +347,7 @@ MethodInfo curdkv_method_info() {
                  "oracle"),
       opt_float("heavy_mass", "0.99", 0.01, 1.0,
                 "solver=heavy: share of the weighted block's energy the heavy rows must hold"),
-      opt_int("heavy_rows", 32, 1, 65536,
+      opt_int("heavy_rows", 16, 1, 65536,
               "solver=heavy: most heavy rows per token (at least rank_cap are used)"),
       opt_int("sweep", 64, 0, 1 << 20,
               "solver=heavy: a light row's projection is renewed at least every this many "

@@ -35,7 +35,7 @@ typedef double Lanes8 __attribute__((vector_size(64)));
 /// Which rows count as heavy, and how often a light row is re-projected.
 struct HeavyLimits {
   double mass = 0.99;     ///< share of the block's energy the heavy rows must hold, in (0, 1]
-  int64_t max_rows = 32;  ///< cap on the heavy rows (raised to r when r is larger)
+  int64_t max_rows = 16;  ///< cap on the heavy rows (raised to r when r is larger)
   int64_t sweep = 64;     ///< re-project ceil(n / sweep) light rows per call; 0: never
   int64_t refresh = 1;    ///< iterate the basis on every refresh-th call; held in between
 };

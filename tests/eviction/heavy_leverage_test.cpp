@@ -152,7 +152,7 @@ TEST(HeavyLeverage, ScoresAreBoundedByTheClosedFormAndSumBelowOne) {
   const int64_t n = 200, D = 64, r = 16;
   const RowMatF V = random_rows(n, D, rng);
   const vq::store::Fp32Rows Vs(V.data(), n, D);
-  HeavyLeverage lev;  // defaults: 99% of the energy, at most 32 rows
+  HeavyLeverage lev;  // defaults: 99% of the energy, at most 16 rows
   std::vector<double> l(static_cast<size_t>(n));
   for (int step = 0; step < 20; ++step) {
     const auto a = peaky_weights(n, 2.5, rng);
@@ -167,7 +167,7 @@ TEST(HeavyLeverage, ScoresAreBoundedByTheClosedFormAndSumBelowOne) {
     }
     EXPECT_LE(total, 1.0 + 1e-5);
     EXPECT_GE(lev.heavy_rows(), r);
-    EXPECT_LE(lev.heavy_rows(), 32);
+    EXPECT_LE(lev.heavy_rows(), 16);
   }
 }
 
