@@ -253,37 +253,73 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
   const auto cap = std::min<int64_t>(n, std::max(lim_.max_rows, need));
   constexpr int kBins = 256;  // 32 octaves, then the weightless bin
   constexpr int kWeightless = kBins;
+  constexpr int64_t kGroup = 32;  // bins per vector compare
+  constexpr uint16_t kPastEnd = 0xffff;
+  typedef uint16_t Bins32 __attribute__((vector_size(64)));
+  typedef int16_t Counts32 __attribute__((vector_size(64)));
   const auto bits_of = [](double x) {
     uint64_t bits;
     std::memcpy(&bits, &x, sizeof bits);
     return bits;
   };
   const auto top = static_cast<int64_t>(bits_of(heaviest) >> 49);
-  // four interleaved histograms: consecutive rows in one bin do not wait on each other's count
-  std::array<std::array<int32_t, kBins + 1>, 4> hist{};
-  bin_.resize(static_cast<size_t>(n));
+  // Each row's bin, then the cut (the first bin where the rows in it and above reach cap) by an
+  // eight-way search over the bin thresholds, each round one pass of vector compares over the
+  // bins (three rounds for 256 bins) instead of a scattered histogram count per row.
+  const int64_t groups = (n + kGroup - 1) / kGroup;
+  bin_.resize(static_cast<size_t>(groups * kGroup));
   for (int64_t i = 0; i < n; ++i) {
     const auto key = static_cast<int64_t>(bits_of(e_[static_cast<size_t>(i)]) >> 49);
-    const auto b = static_cast<int>(std::min<int64_t>(kWeightless, top - key));
-    bin_[static_cast<size_t>(i)] = static_cast<uint16_t>(b);
-    hist[static_cast<size_t>(i & 3)][static_cast<size_t>(b)] += 1;
+    bin_[static_cast<size_t>(i)] = static_cast<uint16_t>(std::min<int64_t>(kWeightless, top - key));
   }
-  const auto count = [&](int b) {
-    const auto k = static_cast<size_t>(b);
-    return static_cast<int64_t>(hist[0][k]) + hist[1][k] + hist[2][k] + hist[3][k];
+  std::fill(bin_.begin() + n, bin_.end(), kPastEnd);  // never at or below a threshold
+  // how many rows have a bin <= th[j], j < 8 (16-bit lane counters, emptied every 2^15 groups)
+  const auto rows_upto = [&](const std::array<int, 8>& th, std::array<int64_t, 8>& out) {
+    out.fill(0);
+    for (int64_t g0 = 0; g0 < groups; g0 += 32767) {
+      Counts32 acc[8] = {};
+      for (int64_t g = g0; g < std::min(groups, g0 + 32767); ++g) {
+        Bins32 v;
+        std::memcpy(&v, bin_.data() + g * kGroup, sizeof v);
+        for (int j = 0; j < 8; ++j)
+          acc[j] -= (v <= static_cast<uint16_t>(th[static_cast<size_t>(j)]));
+      }
+      for (int j = 0; j < 8; ++j)
+        for (int l = 0; l < static_cast<int>(kGroup); ++l) out[static_cast<size_t>(j)] += acc[j][l];
+    }
   };
   int cut = kWeightless;
-  int64_t above = 0;  // rows in the bins before `cut`
-  for (int b = 0; b < kWeightless; ++b) {
-    const int64_t c = count(b);
-    if (above + c >= cap) {
-      cut = b;
-      break;
+  int64_t above = 0;     // rows in the bins before `cut`
+  int64_t upto_cut = 0;  // rows in the bins up to `cut`
+  {
+    int lo = 0, hi = kBins - 1;  // the cut, when there is one, lies in [lo, hi]
+    int64_t below_lo = 0;        // rows in the bins before lo
+    std::array<int, 8> th{};
+    std::array<int64_t, 8> c{};
+    bool found = false;
+    while (true) {
+      const int step = (hi - lo + 8) / 8;  // ceil((hi - lo + 1) / 8)
+      for (int j = 0; j < 8; ++j)
+        th[static_cast<size_t>(j)] = std::min(hi, lo + step * (j + 1) - 1);
+      rows_upto(th, c);
+      int j = 0;
+      while (j < 8 && c[static_cast<size_t>(j)] < cap) ++j;
+      if (j == 8) break;  // fewer than cap rows outside the weightless bin (first round only)
+      found = true;
+      const int new_lo = j == 0 ? lo : th[static_cast<size_t>(j - 1)] + 1;
+      if (j > 0) below_lo = c[static_cast<size_t>(j - 1)];
+      hi = th[static_cast<size_t>(j)];
+      lo = new_lo;
+      upto_cut = c[static_cast<size_t>(j)];
+      if (lo == hi) break;
     }
-    above += c;
+    if (found) {
+      cut = lo;
+      above = below_lo;
+    }
   }
   int sub = 0;  // rows of the cut bin from this sub-bin up are candidates
-  if (cut < kWeightless && count(cut) > 2 * (cap - above)) {
+  if (cut < kWeightless && upto_cut - above > 2 * (cap - above)) {
     std::array<int32_t, 256> h2{};
     for (int64_t i = 0; i < n; ++i)
       if (bin_[static_cast<size_t>(i)] == cut)

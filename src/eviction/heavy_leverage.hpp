@@ -60,6 +60,8 @@ class HeavyLeverage {
 
   int64_t bytes() const;                     ///< bytes held (per-slot caches, basis, scratch)
   int64_t heavy_rows() const { return t_; }  ///< heavy rows of the last scoring call
+  /// their slots, heaviest first (a_i^2 ||v_i||^2 descending, the lower slot first on ties)
+  const std::vector<int64_t>& heavy_slots() const { return T_; }
   int64_t cold_starts() const { return cold_; }
   /// seeds answered without an eigenvector step (the Ritz matrix had a near-null direction)
   int64_t seeds_near_null() const { return near_null_; }

@@ -5,6 +5,9 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -404,3 +407,69 @@ TEST(HeavyLeverage, SeedOnABlockOfFewerDirectionsThanTheRankMatchesTheOracle) {
     EXPECT_EQ(lev.seeds_near_null(), inside ? 0 : 1);
   }
 }
+
+namespace {
+
+// The heavy set by sorting every row: weights a_i^2 ||v_i||^2 descending (lower slot first on
+// ties) among the rows within 2^-32 of the heaviest by the binary exponent and top mantissa
+// bits select_heavy bins by, then the weightless rows by slot; the first cap of them.
+std::vector<int64_t> heavy_by_sorting(const std::vector<double>& e, int64_t cap) {
+  const auto key = [](double x) {
+    uint64_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    return static_cast<int64_t>(bits >> 49);
+  };
+  const int64_t n = static_cast<int64_t>(e.size());
+  const int64_t top = key(*std::max_element(e.begin(), e.end()));
+  std::vector<int64_t> weighted, weightless;
+  for (int64_t i = 0; i < n; ++i)
+    (top - key(e[static_cast<size_t>(i)]) >= 256 ? weightless : weighted).push_back(i);
+  std::stable_sort(weighted.begin(), weighted.end(), [&](int64_t x, int64_t y) {
+    return e[static_cast<size_t>(x)] > e[static_cast<size_t>(y)];
+  });
+  weighted.insert(weighted.end(), weightless.begin(), weightless.end());
+  weighted.resize(static_cast<size_t>(std::min<int64_t>(cap, n)));
+  return weighted;
+}
+
+TEST(HeavyLeverage, HeavyRowsAreTheHeaviestWhateverTheirSpread) {
+  // select_heavy finds its candidates by magnitude bins and a search over them, not by sorting;
+  // with heavy_mass = 1 it must return exactly the cap heaviest rows in order, including when
+  // every row sits in one bin (the split by further mantissa bits), when rows tie, when fewer
+  // than cap rows carry weight (the weightless rows by slot), and for n off the 32-row groups.
+  vq::Rng rng(31);
+  const int64_t D = 8, r = 2;
+  for (const int64_t n : {5, 31, 32, 33, 100, 257, 700}) {
+    const RowMatF V = [&] {
+      RowMatF m(n, D);
+      m.setZero();
+      for (int64_t i = 0; i < n; ++i) m(i, i % D) = 1.0f;  // unit rows: e_i = a_i^2
+      return m;
+    }();
+    const vq::store::Fp32Rows Vs(V.data(), n, D);
+    for (const std::string kind : {"peaky", "flat", "ties", "few", "spread", "near"}) {
+      SCOPED_TRACE(kind + " n=" + std::to_string(n));
+      std::vector<double> a(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        double x = std::exp(3.0 * rng.normal());
+        if (kind == "flat") x = 0.25;
+        if (kind == "ties") x = 1.0 + std::floor(4.0 * rng.uniform());
+        if (kind == "few") x = i % 17 == 3 ? 1.0 + rng.uniform() : 0.0;
+        if (kind == "spread") x = std::ldexp(1.0, -static_cast<int>(41.0 * rng.uniform()));
+        if (kind == "near") x = 1.0 + 1e-12 * std::floor(1000.0 * rng.uniform());
+        a[static_cast<size_t>(i)] = x;
+      }
+      std::vector<double> e(a.size());
+      for (size_t i = 0; i < a.size(); ++i) e[i] = a[i] * a[i];
+      for (const int64_t cap : {2, 16, 40}) {
+        HeavyLeverage lev(HeavyLimits{1.0, cap, 64});
+        std::vector<double> out(static_cast<size_t>(n));
+        lev.score(Vs, a.data(), n, r, out.data());
+        if (n <= r) continue;  // closed form: no heavy set
+        EXPECT_EQ(lev.heavy_slots(), heavy_by_sorting(e, std::max(cap, r))) << "cap " << cap;
+      }
+    }
+  }
+}
+
+}  // namespace
