@@ -6,6 +6,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
 #include "core/static_count.hpp"
 #include "eviction/leverage.hpp"
 
@@ -334,12 +338,28 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
     }
   }
   cand_.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const int b = bin_[static_cast<size_t>(i)];
-    if (b < cut || (b == cut && cut < kWeightless &&
-                    static_cast<int>((bits_of(e_[static_cast<size_t>(i)]) >> 41) & 0xff) >= sub))
-      cand_.emplace_back(e_[static_cast<size_t>(i)], i);
+  const uint16_t* bins = bin_.data();
+  const double* ev = e_.data();
+  // the rows in the bins before the cut, and the cut bin's rows from sub-bin `sub` up
+  const auto take = [&](int64_t i) {
+    const int b = bins[i];
+    if (b < cut ||
+        (b == cut && cut < kWeightless && static_cast<int>((bits_of(ev[i]) >> 41) & 0xff) >= sub))
+      cand_.emplace_back(ev[i], i);
+  };
+#if defined(__AVX512BW__)
+  // only rows with a bin <= limit can be taken (the padding's bins never are): a 32-bit mask per
+  // group of bins, visited by its set bits, so a few candidates among n rows cost a few visits
+  const int limit = cut < kWeightless ? cut : kWeightless - 1;
+  const __m512i lim = _mm512_set1_epi16(static_cast<int16_t>(limit));
+  for (int64_t g = 0; g < groups; ++g) {
+    auto m =
+        static_cast<uint32_t>(_mm512_cmple_epu16_mask(_mm512_loadu_si512(bins + g * kGroup), lim));
+    for (; m != 0; m &= m - 1) take(g * kGroup + __builtin_ctz(m));
   }
+#else
+  for (int64_t i = 0; i < n; ++i) take(i);
+#endif
   const auto heavier = [](const std::pair<double, int64_t>& x,
                           const std::pair<double, int64_t>& y) {
     return x.first > y.first || (x.first == y.first && x.second < y.second);
