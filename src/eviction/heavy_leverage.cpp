@@ -60,9 +60,9 @@ void times_basis(const float* __restrict A, int64_t m, int64_t D, const float* _
 }
 
 // The orthonormalization's columns are padded with zeros to whole Lanes8 groups, and every dot
-// product keeps one group of partial sums (group g of x times group g of y, g ascending) and adds
-// its lanes in one fixed tree: the same bits on every call and every vector width, without a
-// serial chain of D dependent adds.
+// product keeps two groups of partial sums (the even and the odd groups of x times y, ascending),
+// adds them, and adds the lanes in one fixed tree: the same bits on every call and every vector
+// width, without a serial chain of D dependent adds.
 
 double lane_sum(Lanes8 a) {
   return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
@@ -385,8 +385,9 @@ void HeavyLeverage::select_heavy(int64_t n, int64_t need, double heaviest) {
 
 // Q_ <- an orthonormal basis of the span of Y_'s first r columns: classical Gram-Schmidt in double,
 // a second pass for a column that lost more than half its energy in the first (it restores the
-// orthogonality the first loses when a column is nearly dependent on the earlier ones), on unit
-// columns (Y = Gram Q has columns of very different lengths). A column with nothing left after the
+// orthogonality the first loses when a column is nearly dependent on the earlier ones), with both
+// thresholds relative to each column's own length (Y = Gram Q has columns of very different
+// lengths). A column with nothing left after the
 // passes (under 1e-7 of its length: Y is numerically rank-deficient, e.g. when a few rows hold all
 // the weight) is replaced by the coordinate axis the basis so far covers least, so the basis always
 // has r columns.

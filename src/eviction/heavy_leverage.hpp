@@ -87,7 +87,7 @@ class HeavyLeverage {
   std::vector<int64_t> T_;      // heavy slots of the last call, heaviest first
   std::vector<int64_t> redo_;   // slots to (re)project this call
   std::vector<int64_t> dirty_;  // slots reported changed since the last call (may repeat)
-  std::vector<uint16_t> bin_;   // [n] select_heavy's magnitude bins
+  std::vector<uint16_t> bin_;   // [n, padded to 32] select_heavy's magnitude bins
   using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   // Q_ is D x ld with ld = r_ rounded up to 16 (zero columns past r_); Pt_, Pr_, Pb_ and Y_
   // carry the same padding
