@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #if defined(__AVX512BW__)
 #include <immintrin.h>
@@ -190,6 +191,74 @@ struct GramSchmidt {
   }
 };
 
+typedef float Floats8 __attribute__((vector_size(32)));
+
+// In place: r[l][k] <- r[k][l] for an 8 x 8 block, in three rounds of pairwise shuffles.
+[[gnu::always_inline]] inline void transpose8(Lanes8 r[8]) {
+  Lanes8 a[8], b[8];
+  for (int i = 0; i < 8; i += 2) {
+    a[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 2, 10, 4, 12, 6, 14);
+    a[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  }
+  for (int i = 0; i < 8; i += 4)
+    for (int h = 0; h < 2; ++h) {
+      b[i + h] = __builtin_shufflevector(a[i + h], a[i + h + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+      b[i + h + 2] = __builtin_shufflevector(a[i + h], a[i + h + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    }
+  for (int h = 0; h < 4; ++h) {
+    r[h] = __builtin_shufflevector(b[h], b[h + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    r[h + 4] = __builtin_shufflevector(b[h], b[h + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+  }
+}
+
+// dst[i * ldd + j] = src[j * lds + i] for i < m, j < ldd (a multiple of 8), zero for j >= rows:
+// src holds `rows` rows of doubles padded to lds >= m rounded up to 8 entries. Out is double or
+// float.
+template <typename Out>
+void transpose_blocks(const double* src, int64_t rows, int64_t lds, int64_t m, Out* dst,
+                      int64_t ldd, int64_t cols) {
+  for (int64_t bj = 0; bj < cols; bj += 8)
+    for (int64_t bi = 0; bi < m; bi += 8) {
+      Lanes8 r[8];
+      for (int k = 0; k < 8; ++k) {
+        if (bj + k < rows) {
+          std::memcpy(&r[k], src + (bj + k) * lds + bi, sizeof r[k]);
+        } else {
+          r[k] = Lanes8{};
+        }
+      }
+      transpose8(r);
+      for (int l = 0; l < 8 && bi + l < m; ++l) {
+        if constexpr (std::is_same_v<Out, double>) {
+          std::memcpy(dst + (bi + l) * ldd + bj, &r[l], sizeof r[l]);
+        } else {
+          const Floats8 f = __builtin_convertvector(r[l], Floats8);
+          std::memcpy(dst + (bi + l) * ldd + bj, &f, sizeof f);
+        }
+      }
+    }
+}
+
+// Rows x_j (G groups each) <- (x_j - sum_{k<j} L_jk x_k) / L_jj in place, L_jk = Lc[k * ldl + j]:
+// the rows of L^-1 X. Each group of eight entries is one chain over k; with KC > 0 (the head dims
+// models use) the row being built stays in registers and each L_jk is loaded once for all groups.
+template <int KC>
+void solve_rows(Lanes8* q, int64_t t, int groups, const double* Lc, int64_t ldl) {
+  const int G = KC > 0 ? KC : groups;
+  Lanes8 local[KC > 0 ? KC : 1];
+  for (int64_t j = 0; j < t; ++j) {
+    Lanes8* x = KC > 0 ? local : q + j * G;
+    if (KC > 0)
+      for (int g = 0; g < G; ++g) x[g] = q[j * G + g];
+    for (int64_t k = 0; k < j; ++k) {
+      const double c = Lc[k * ldl + j];
+      const Lanes8* y = q + k * G;
+      for (int g = 0; g < G; ++g) x[g] -= c * y[g];
+    }
+    const double inv = 1.0 / Lc[j * ldl + j];
+    for (int g = 0; g < G; ++g) q[j * G + g] = x[g] * inv;
+  }
+}
 }  // namespace
 
 void HeavyLeverage::ensure_slots(int64_t n) {
@@ -407,6 +476,108 @@ void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
     for (int64_t c = 0; c < r; ++c) Q_(d, c) = static_cast<float>(q[c * 8 * K + d]);
 }
 
+// Q_ <- an orthonormal basis of the heavy rows' own span, for t == r rows: the top-r eigenspace of
+// their Gram matrix V_T^T diag(a_T^2) V_T (rank at most r) is then that span, whatever the weights
+// and the last basis, so one iteration from any start lands on it. Cholesky QR in double: with
+// K = V_T V_T^T = L L^T, Q = V_T^T L^-T, and the rows' coordinates in that basis are L itself
+// (V_T Q = L), so Pt_ needs no product either. It is the Gram-Schmidt basis of the rows in their
+// order, computed from one t x t Gram matrix instead of t dependent column steps. Cholesky QR
+// loses orthogonality as cond(V_T)^2: when a row keeps under kKeep of its squared length outside
+// the rows before it (nearly dependent rows, e.g. repeated tokens' values), the rows go through
+// orthonormalize() instead, which replaces a dependent one by the least covered axis; then Pt_
+// is left for the caller (returns false).
+bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
+  constexpr double kKeep = 1e-6;  // squared: a residual under 1e-3 of the row's length
+  const int64_t t = Vt_.rows();
+  const int64_t ld = Q_.cols();
+  const int64_t tp = (t + 7) / 8 * 8;  // rows padded to whole groups of eight
+  const int64_t G = (D + 7) / 8;       // groups of eight doubles per row
+  // the rows in double, each padded with zeros to G groups
+  qc_.resize(static_cast<size_t>(t * G));
+  for (int64_t j = 0; j < t; ++j) {
+    const float* v = Vt_.data() + j * D;
+    Lanes8* x = qc_.data() + j * G;
+    int64_t g = 0;
+    for (; 8 * g + 8 <= D; ++g) {
+      Floats8 f;
+      std::memcpy(&f, v + 8 * g, sizeof f);
+      x[g] = __builtin_convertvector(f, Lanes8);
+    }
+    if (g < G) {
+      x[g] = Lanes8{};
+      for (int64_t d = 8 * g; d < D; ++d) x[g][d - 8 * g] = static_cast<double>(v[d]);
+    }
+  }
+  const auto* xr = reinterpret_cast<const double*>(qc_.data());
+  // and transposed (D x tp) for the Gram matrix
+  xt_.resize(static_cast<size_t>(D * tp));
+  transpose_blocks(xr, t, 8 * G, D, xt_.data(), tp, tp);
+  // K's lower blocks, each entry one chain over d ascending, then the upper ones by transposing
+  gram_.resize(static_cast<size_t>(tp * tp / 8));
+  double* A = reinterpret_cast<double*>(gram_.data());  // K, tp x tp
+  for (int64_t bi = 0; bi < tp; bi += 8)
+    for (int64_t bj = 0; bj <= bi; bj += 8) {
+      Lanes8 acc[8] = {};
+      for (int64_t d = 0; d < D; ++d) {
+        Lanes8 cj;
+        std::memcpy(&cj, xt_.data() + d * tp + bj, sizeof cj);
+        const double* ci = xt_.data() + d * tp + bi;
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) acc[k] += ci[k] * cj;
+      }
+      for (int k = 0; k < 8; ++k) std::memcpy(A + (bi + k) * tp + bj, &acc[k], sizeof acc[k]);
+      if (bj < bi) {
+        transpose8(acc);
+        for (int k = 0; k < 8; ++k) std::memcpy(A + (bj + k) * tp + bi, &acc[k], sizeof acc[k]);
+      }
+    }
+  // K = L L^T, right-looking: step k takes row k of the trailing block (its column k, by
+  // symmetry) times its pivot's reciprocal from every later row, so a step is t - k independent
+  // row updates with one division on the chain between steps (the square roots come after).
+  // Every pivot is checked against its row's squared length.
+  xlen_.resize(static_cast<size_t>(t));
+  for (int64_t j = 0; j < t; ++j) xlen_[static_cast<size_t>(j)] = A[j * tp + j];
+  const int64_t TG = tp / 8;
+  for (int64_t k = 0; k < t; ++k) {
+    const double p = A[k * tp + k];
+    if (!(p > kKeep * xlen_[static_cast<size_t>(k)]) || !std::isfinite(p)) {
+      Y_.setZero(D, ld);
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t d = 0; d < D; ++d) Y_(d, i) = Vt_(i, d);
+      orthonormalize(D, r);
+      ++span_fallbacks_;
+      return false;
+    }
+    const double inv = 1.0 / p;
+    const auto* ak = reinterpret_cast<const Lanes8*>(A + k * tp);
+    for (int64_t j = k + 1; j < t; ++j) {
+      auto* aj = reinterpret_cast<Lanes8*>(A + j * tp);
+      const double f = A[k * tp + j] * inv;
+      for (int64_t g = 0; g < TG; ++g) aj[g] -= f * ak[g];
+    }
+  }
+  // L's column k = row k's entries from k on over the square root of its pivot (rows of lcol_)
+  lcol_.resize(static_cast<size_t>(tp * tp / 8));
+  auto* Lc = reinterpret_cast<double*>(lcol_.data());  // [k * tp + j] = L_jk
+  for (int64_t k = 0; k < t; ++k) {
+    const double s = 1.0 / std::sqrt(A[k * tp + k]);
+    for (int64_t j = 0; j < tp; ++j) Lc[k * tp + j] = j < k ? 0.0 : A[k * tp + j] * s;
+  }
+  for (int64_t k = t; k < tp; ++k)
+    for (int64_t j = 0; j < tp; ++j) Lc[k * tp + j] = 0.0;
+  // Q's columns: q_j = (x_j - sum_{k<j} L_jk q_k) / L_jj, in place over the rows; each group of
+  // eight entries one chain over k, the groups independent
+  with_head_dim(D, [&](auto dc) {
+    constexpr int KC = decltype(dc)::value / 8;
+    solve_rows<KC>(qc_.data(), t, static_cast<int>(G), Lc, tp);
+  });
+  // Q_ (D x ld) holds the columns q_j; Pt_ (t x ld) = L
+  transpose_blocks(xr, t, 8 * G, D, Q_.data(), ld, ld);
+  Pt_.resize(t, ld);
+  transpose_blocks(Lc, t, tp, t, Pt_.data(), ld, ld);
+  return true;
+}
+
 void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n, int64_t rank_cap,
                           double* out) {
   const int64_t D = V.dim();
@@ -414,6 +585,7 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
   t_ = 0;
   E_ = 0;
   ready_ = false;
+  span_ = false;
   if (n <= 0) return;
   ensure_slots(n);
   row_.resize(D);
@@ -478,6 +650,7 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
   }
   const int64_t ld = padded(rank);
   Pt_.resize(t, ld);
+  bool have_pt = false;  // Pt_ = V_T Q already
   if (closed || Q_.rows() != D || r_ != rank) {
     // cold start: the exact top eigenspace of the heavy rows' Gram matrix, once
     const Eigen::MatrixXd W = (at_.asDiagonal() * Vt_).cast<double>();
@@ -490,18 +663,24 @@ void HeavyLeverage::score(const store::RowSource& V, const double* a, int64_t n,
   } else if (++since_ >= lim_.refresh) {
     since_ = 0;
     ++iters_;
-    // one warm-started iteration: Q <- orth(V_T^T diag(a_T^2) V_T Q)
-    times_basis(Vt_.data(), t, D, Q_.data(), ld, Pt_.data());
-    for (int64_t j = 0; j < t; ++j) Pt_.row(j) *= at_(j) * at_(j);
-    VtT_ = Vt_.transpose();
-    Y_.resize(D, ld);
-    times_basis(VtT_.data(), D, t, Pt_.data(), ld, Y_.data());
-    // orthonormalized in double: the heavy rows' Gram matrix often spans more orders of
-    // magnitude than fp32 Gram-Schmidt can separate
-    orthonormalize(D, rank);
+    // t == r: the heavy rows' own span (span_basis); more rows: one warm-started iteration,
+    // Q <- orth(V_T^T diag(a_T^2) V_T Q)
+    if (t <= rank) {
+      have_pt = span_basis(D, rank);
+      span_ = have_pt;
+    } else {
+      times_basis(Vt_.data(), t, D, Q_.data(), ld, Pt_.data());
+      for (int64_t j = 0; j < t; ++j) Pt_.row(j) *= at_(j) * at_(j);
+      VtT_ = Vt_.transpose();
+      Y_.resize(D, ld);
+      times_basis(VtT_.data(), D, t, Pt_.data(), ld, Y_.data());
+      // orthonormalized in double: the heavy rows' Gram matrix often spans more orders of
+      // magnitude than fp32 Gram-Schmidt can separate
+      orthonormalize(D, rank);
+    }
   }
   // the heavy rows against the new basis (also the seed's input)
-  times_basis(Vt_.data(), t, D, Q_.data(), ld, Pt_.data());
+  if (!have_pt) times_basis(Vt_.data(), t, D, Q_.data(), ld, Pt_.data());
   for (int64_t j = 0; j < t; ++j) {
     const auto i = static_cast<size_t>(T_[static_cast<size_t>(j)]);
     vn_[i] = Vt_.row(j).squaredNorm();
@@ -566,39 +745,68 @@ double HeavyLeverage::seed(Weight b, double energy, const double* w_new, int64_t
   if (std::min<int64_t>({rank_cap, n + 1, D}) == std::min(n + 1, D) || !ready_) return wn2 / total;
   const int64_t r = r_, ld = Q_.cols();
   const auto t = static_cast<int64_t>(T_.size());
-  w_ = wd.cast<float>();
-  wq_.resize(ld);
-  times_basis(w_.data(), 1, D, Q_.data(), ld, wq_.data());
-  u_.resize(D);
-  for (int64_t d = 0; d < D; ++d) {
-    float s = 0;
-    for (int64_t c = 0; c < ld; ++c) s += Q_(d, c) * wq_(c);
-    u_(d) = w_(d) - s;
-  }
-  const float un = u_.norm();
-  const bool extend = un > 1e-6f * std::sqrt(static_cast<float>(wn2));
-  const int64_t m = r + (extend ? 1 : 0);
   Pb_.resize(t, ld);
   for (int64_t j = 0; j < t; ++j) Pb_.row(j) = b(j) * Pt_.row(j);
   PbT_ = Pb_.transpose();
   Ab_.resize(ld, ld);
   times_basis(PbT_.data(), r, t, Pb_.data(), ld, Ab_.data());
   Eigen::MatrixXd& Tm = Tm_;
-  Tm.resize(m, m);
-  Tm.topLeftCorner(r, r) = Ab_.topLeftCorner(r, r).cast<double>();
   Eigen::VectorXd& wb = wb_;
-  wb.resize(m);
-  wb.head(r) = wq_.head(r).cast<double>();
-  if (extend) {
-    u_ /= un;
-    vu_.resize(t);
-    for (int64_t j = 0; j < t; ++j) vu_(j) = b(j) * Vt_.row(j).dot(u_.transpose());
-    wq_.setZero();  // reused: Pb^T vu
-    times_basis(vu_.data(), 1, t, Pb_.data(), ld, wq_.data());
-    Tm.topRightCorner(r, 1) = wq_.head(r).cast<double>();
-    Tm.bottomLeftCorner(1, r) = Tm.topRightCorner(r, 1).transpose();
-    Tm(r, r) = static_cast<double>(vu_.squaredNorm());
-    wb(r) = static_cast<double>(w_.dot(u_));
+  int64_t m = r;
+  if (span_) {
+    // The basis is the heavy rows' Gram-Schmidt basis, its columns in double in qc_: w's
+    // coordinates in it, and the squared length of w's part u outside it by difference (no u).
+    // The heavy rows lie inside the basis, so their projections on u are zero: the Ritz matrix's
+    // border is zero and only w reaches the extra direction.
+    const int64_t G = (D + 7) / 8;
+    wpad_.assign(static_cast<size_t>(G), Lanes8{});
+    std::memcpy(wpad_.data(), w_new, static_cast<size_t>(D) * sizeof(double));
+    wb.resize(r + 1);
+    for (int64_t j = 0; j < r; ++j) {
+      const Lanes8* q = qc_.data() + j * G;
+      Lanes8 a0 = q[0] * wpad_[0], a1 = Lanes8{};
+      int64_t g = 1;
+      for (; g + 1 < G; g += 2) {
+        a1 += q[g] * wpad_[static_cast<size_t>(g)];
+        a0 += q[g + 1] * wpad_[static_cast<size_t>(g + 1)];
+      }
+      if (g < G) a1 += q[g] * wpad_[static_cast<size_t>(g)];
+      wb(j) = lane_sum(a0 + a1);
+    }
+    const double un2 = wn2 - wb.head(r).squaredNorm();
+    m = un2 > 1e-12 * wn2 ? r + 1 : r;  // u longer than 1e-6 of w
+    Tm.setZero(m, m);
+    Tm.topLeftCorner(r, r) = Ab_.topLeftCorner(r, r).cast<double>();
+    wb.conservativeResize(m);
+    if (m > r) wb(r) = std::sqrt(un2);
+  } else {
+    w_ = wd.cast<float>();
+    wq_.resize(ld);
+    times_basis(w_.data(), 1, D, Q_.data(), ld, wq_.data());
+    u_.resize(D);
+    for (int64_t d = 0; d < D; ++d) {
+      float s = 0;
+      for (int64_t c = 0; c < ld; ++c) s += Q_(d, c) * wq_(c);
+      u_(d) = w_(d) - s;
+    }
+    const float un = u_.norm();
+    const bool extend = un > 1e-6f * std::sqrt(static_cast<float>(wn2));
+    m = r + (extend ? 1 : 0);
+    Tm.resize(m, m);
+    Tm.topLeftCorner(r, r) = Ab_.topLeftCorner(r, r).cast<double>();
+    wb.resize(m);
+    wb.head(r) = wq_.head(r).cast<double>();
+    if (extend) {
+      u_ /= un;
+      vu_.resize(t);
+      for (int64_t j = 0; j < t; ++j) vu_(j) = b(j) * Vt_.row(j).dot(u_.transpose());
+      wq_.setZero();  // reused: Pb^T vu
+      times_basis(vu_.data(), 1, t, Pb_.data(), ld, wq_.data());
+      Tm.topRightCorner(r, 1) = wq_.head(r).cast<double>();
+      Tm.bottomLeftCorner(1, r) = Tm.topRightCorner(r, 1).transpose();
+      Tm(r, r) = static_cast<double>(vu_.squaredNorm());
+      wb(r) = static_cast<double>(w_.dot(u_));
+    }
   }
   Tm.noalias() += wb * wb.transpose();
   if (m <= r) return wb.squaredNorm() / total;  // nothing to drop
@@ -629,8 +837,8 @@ int64_t HeavyLeverage::bytes() const {
   };
   return v(vn_) + v(qn_) + v(state_) + v(e_) + v(cand_) + v(T_) + v(redo_) + v(dirty_) + v(bin_) +
          v(qc_) + v(cover_) + static_cast<int64_t>((Tm_.size() + wb_.size()) * sizeof(double)) +
-         e(Vt_) + e(VtT_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(Pb_) + e(PbT_) + e(Ab_) +
-         e(at_) + e(row_) + e(u_) + e(vu_) + e(w_) + e(wq_);
+         v(xt_) + v(gram_) + e(Vt_) + e(VtT_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(Pb_) +
+         e(PbT_) + e(Ab_) + e(at_) + e(row_) + e(u_) + e(vu_) + e(w_) + e(wq_);
 }
 
 }  // namespace vq::eviction

@@ -66,6 +66,8 @@ class HeavyLeverage {
   /// seeds answered without an eigenvector step (the Ritz matrix had a near-null direction)
   int64_t seeds_near_null() const { return near_null_; }
   int64_t iterations() const { return iters_; }  ///< warm-started iterations so far
+  /// span bases built by Gram-Schmidt because a heavy row was nearly inside the others' span
+  int64_t span_fallbacks() const { return span_fallbacks_; }
 
  private:
   // what a slot's cache holds
@@ -73,6 +75,7 @@ class HeavyLeverage {
   void ensure_slots(int64_t n);
   void select_heavy(int64_t n, int64_t need, double heaviest);
   void orthonormalize(int64_t D, int64_t r);
+  bool span_basis(int64_t D, int64_t r);
   void project_rows(const store::RowSource& V, const std::vector<int64_t>& slots);
   // b(j) = the new weight of heavy row j (by position in T)
   template <typename Weight>
@@ -92,19 +95,23 @@ class HeavyLeverage {
   // Q_ is D x ld with ld = r_ rounded up to 16 (zero columns past r_); Pt_, Pr_, Pb_ and Y_
   // carry the same padding
   RowMatF Vt_, VtT_, Pt_, Vr_, Pr_, Q_, Y_, Pb_, PbT_, Ab_;
-  std::vector<Lanes8> qc_;     // orthonormalize's columns in double, padded to whole groups
-  std::vector<double> cover_;  // orthonormalize's per-axis coverage and coefficients
-  Eigen::MatrixXd Tm_;         // the seed's Rayleigh-Ritz matrix
+  std::vector<Lanes8> qc_;         // orthonormalize's columns in double, padded to whole groups
+  std::vector<double> cover_;      // orthonormalize's per-axis coverage and coefficients
+  std::vector<double> xt_, xlen_;  // span_basis: the heavy rows transposed, their lengths^2
+  std::vector<Lanes8> gram_, lcol_, wpad_;  // span_basis: their Gram matrix; its Cholesky factor
+  Eigen::MatrixXd Tm_;                      // the seed's Rayleigh-Ritz matrix
   Eigen::VectorXd wb_;
   Eigen::VectorXf at_, row_, u_, vu_, w_, wq_;
   int64_t n_ = 0, t_ = 0, r_ = 0, cursor_ = 0, cold_ = 0;
   int64_t since_ = 0;  // scoring calls since the basis last moved
   int64_t iters_ = 0;
   int64_t near_null_ = 0;
+  int64_t span_fallbacks_ = 0;
   int64_t seen_ = 0;        // slots [0, seen_) have been through a scoring call
   bool all_dirty_ = false;  // invalidate(): every slot's cache is stale
   double E_ = 0;
   bool ready_ = false;  // Q_, Vt_, Pt_ describe the last scored block's heavy rows
+  bool span_ = false;   // ... and Q_ is their own span's basis from span_basis (qc_ in double)
 };
 
 }  // namespace vq::eviction

@@ -683,23 +683,29 @@ bool smallest_below(const Eigen::MatrixXd& T, double tol) {
   for (Eigen::Index i = 0; i < m; ++i) norm = std::max(norm, T.row(i).cwiseAbs().sum());
   if (!(norm > 0) || !std::isfinite(norm)) return false;
   const double shift = tol * norm;
-  // right-looking LDL^T of T - shift I on a full copy (column-major, so a column is contiguous):
-  // after step k the trailing block holds the Schur complement, whose leading entry is the next
-  // pivot; each step is a rank-1 update of independent columns
-  thread_local Eigen::MatrixXd A;
-  A = T;
-  A.diagonal().array() -= shift;
+  // right-looking LDL^T of T - shift I on a full copy whose rows are padded to whole groups of
+  // eight: after step k the trailing block holds the Schur complement, whose leading entry is the
+  // next pivot; a step takes row k (column k, by symmetry) times a multiplier from every later
+  // row, independent whole-row vector updates with one division on the chain between steps
+  typedef double Group8 __attribute__((vector_size(64)));
+  const Eigen::Index groups = (m + 7) / 8, ld = 8 * groups;
+  thread_local std::vector<Group8> rows;
+  rows.assign(static_cast<size_t>(m * groups), Group8{});
+  auto* A = reinterpret_cast<double*>(rows.data());
+  for (Eigen::Index i = 0; i < m; ++i)
+    for (Eigen::Index j = 0; j < m; ++j) A[i * ld + j] = T(j, i);  // T is symmetric
+  for (Eigen::Index i = 0; i < m; ++i) A[i * ld + i] -= shift;
   for (Eigen::Index k = 0; k < m; ++k) {
-    const double d = A(k, k);
+    const double d = A[k * ld + k];
     if (!(d > 0)) return true;
-    const Eigen::Index len = m - k - 1;
-    if (len == 0) break;
     const double inv = 1.0 / d;
-    double* colk = A.data() + k * m + k + 1;  // A(k+1.., k)
+    const Group8* rk = rows.data() + k * groups;
+    // only the groups holding columns k + 1 on still matter
+    const Eigen::Index g0 = (k + 1) / 8;
     for (Eigen::Index j = k + 1; j < m; ++j) {
-      const double f = A(j, k) * inv;
-      double* colj = A.data() + j * m + k + 1;  // A(k+1.., j)
-      for (Eigen::Index i = 0; i < len; ++i) colj[i] -= f * colk[i];
+      const double f = A[k * ld + j] * inv;
+      Group8* rj = rows.data() + j * groups;
+      for (Eigen::Index g = g0; g < groups; ++g) rj[g] -= f * rk[g];
     }
   }
   return false;

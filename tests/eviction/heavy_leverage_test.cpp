@@ -277,6 +277,76 @@ TEST_P(HeavyDims, DegenerateBlocksGiveFiniteScores) {
   }
 }
 
+TEST_P(HeavyDims, AsManyHeavyRowsAsTheRankScoreAgainstTheirOwnSpan) {
+  // heavy_rows = r: the top-r eigenspace of the heavy rows' Gram matrix is their span, built by
+  // Cholesky QR (span_basis). Every row is re-projected on every call (sweep = 1), so each score
+  // is a_i^2 ||P v_i||^2 / E with P the projection on the heavy rows' span (a Householder QR of
+  // those rows here), and the seed is the newcomer's leverage in the block of the heavy rows and
+  // the newcomer, over the whole enlarged block's energy. Then two heavy rows made equal: the
+  // Cholesky pivot vanishes, the rows go through Gram-Schmidt (counted), scores stay bounded.
+  vq::Rng rng(77);
+  const int64_t n = 90, D = GetParam(), r = 8;
+  RowMatF V = random_rows(n + 1, D, rng);
+  const vq::store::Fp32Rows Vs(V.data(), n, D);
+  HeavyLeverage lev(HeavyLimits{0.99, r, 1});
+  std::vector<double> l(static_cast<size_t>(n));
+  for (int step = 0; step < 6; ++step) {
+    const auto a = peaky_weights(n, 2.0, rng);
+    lev.score(Vs, a.data(), n, r, l.data());
+    if (step == 0) continue;  // the first call is the exact cold start
+    const auto& T = lev.heavy_slots();
+    ASSERT_EQ(static_cast<int64_t>(T.size()), r);
+    Eigen::MatrixXd H(D, r);
+    for (int64_t j = 0; j < r; ++j) H.col(j) = V.row(T[static_cast<size_t>(j)]).cast<double>();
+    const Eigen::MatrixXd P =
+        Eigen::HouseholderQR<Eigen::MatrixXd>(H).householderQ() * Eigen::MatrixXd::Identity(D, r);
+    double E = 0;
+    for (int64_t i = 0; i < n; ++i)
+      E += a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] *
+           V.row(i).cast<double>().squaredNorm();
+    for (int64_t i = 0; i < n; ++i) {
+      const double ai = a[static_cast<size_t>(i)];
+      const double want =
+          ai * ai * (P.transpose() * V.row(i).cast<double>().transpose()).squaredNorm() / E;
+      ASSERT_NEAR(l[static_cast<size_t>(i)], want, 1e-5 * want + 1e-9)
+          << "step " << step << " row " << i;
+    }
+    // the seed against the oracle on [c diag(a_T) V_T; w]
+    const double c = 0.8, a_new = 0.2;
+    Eigen::VectorXd w(D);
+    for (int64_t d = 0; d < D; ++d) w(d) = a_new * static_cast<double>(V(n, d));
+    const double seed = lev.seed_scaled(c, w.data(), D, r);
+    std::vector<double> Wt(static_cast<size_t>((r + 1) * D)), lt(static_cast<size_t>(r + 1));
+    double Eb = 0;
+    for (int64_t j = 0; j <= r; ++j)
+      for (int64_t d = 0; d < D; ++d) {
+        const double x = j < r ? c * a[static_cast<size_t>(T[static_cast<size_t>(j)])] *
+                                     static_cast<double>(V(T[static_cast<size_t>(j)], d))
+                               : w(d);
+        Wt[static_cast<size_t>(j * D + d)] = x;
+        Eb += x * x;
+      }
+    vq::eviction::leverage_reference(Wt.data(), r + 1, D, r, lt.data());
+    const double want_seed = lt[static_cast<size_t>(r)] * Eb / (c * c * E + w.squaredNorm());
+    EXPECT_NEAR(seed, want_seed, 1e-5 * want_seed + 1e-9) << "step " << step;
+  }
+  EXPECT_EQ(lev.span_fallbacks(), 0);
+  // two of the heavy rows equal: row 1 of the heavy set becomes row 0's values
+  auto a = peaky_weights(n, 2.0, rng);
+  lev.score(Vs, a.data(), n, r, l.data());
+  const std::vector<int64_t> T = lev.heavy_slots();
+  V.row(T[1]) = V.row(T[0]);
+  a[static_cast<size_t>(T[1])] = a[static_cast<size_t>(T[0])];  // both the heaviest
+  lev.row_replaced(T[1]);
+  lev.score(Vs, a.data(), n, r, l.data());
+  EXPECT_EQ(lev.span_fallbacks(), 1);
+  const auto closed = closed_form(V, a, n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(std::isfinite(l[static_cast<size_t>(i)]));
+    ASSERT_LE(l[static_cast<size_t>(i)], closed[static_cast<size_t>(i)] * (1 + 1e-5) + 1e-12);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(HeavyLeverage, HeavyDims, ::testing::Values(16, 20, 32, 64, 128));
 
 }  // namespace
