@@ -7,7 +7,10 @@
 //      (at most `max_rows`, at least r);
 //   2. one warm-started subspace iteration on the heavy rows' Gram matrix, Q <- orth(W_T^T W_T Q),
 //      2 t D r multiply-adds for t heavy rows instead of 2 n D r for all of them (with
-//      refresh = R > 1 on every R-th call only; the calls in between score against the held Q);
+//      refresh = R > 1 on every R-th call only; the calls in between score against the held Q).
+//      With t = r heavy rows (the defaults: 16 and 16) that Gram matrix has rank r at most, so its
+//      top-r eigenspace is the rows' own span: Q is then built from it directly, by Cholesky QR
+//      of the rows in double (Gram-Schmidt when a row is nearly inside the others' span);
 //   3. every heavy row's ||Q^T v_i||^2 recomputed against the new Q; a light row keeps the one it
 //      got when last projected (its leverage is small, and it is re-projected whenever it turns
 //      heavy, by a round-robin sweep that reaches every row at least once per `sweep` calls, and
