@@ -239,14 +239,15 @@ void transpose_blocks(const double* src, int64_t rows, int64_t lds, int64_t m, O
     }
 }
 
-// Rows x_j (G groups each) <- (x_j - sum_{k<j} L_jk x_k) / L_jj in place, L_jk = Lc[k * ldl + j]:
-// the rows of L^-1 X. Each group of eight entries is one chain over k; with KC > 0 (the head dims
-// models use) the row being built stays in registers and each L_jk is loaded once for all groups.
+// Rows x_j, from <= j < to (G groups each) <- (x_j - sum_{k<j} L_jk x_k) / L_jj in place, L_jk =
+// Lc[k * ldl + j]: the rows of L^-1 X. Each group of eight entries is one chain over k; with KC > 0
+// (the head dims models use) the row being built stays in registers and each L_jk is loaded once
+// for all groups.
 template <int KC>
-void solve_rows(Lanes8* q, int64_t t, int groups, const double* Lc, int64_t ldl) {
+void solve_rows(Lanes8* q, int64_t from, int64_t to, int groups, const double* Lc, int64_t ldl) {
   const int G = KC > 0 ? KC : groups;
   Lanes8 local[KC > 0 ? KC : 1];
-  for (int64_t j = 0; j < t; ++j) {
+  for (int64_t j = from; j < to; ++j) {
     Lanes8* x = KC > 0 ? local : q + j * G;
     if (KC > 0)
       for (int g = 0; g < G; ++g) x[g] = q[j * G + g];
@@ -487,7 +488,8 @@ void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
 // orthonormalize() instead, which replaces a dependent one by the least covered axis; then Pt_
 // is left for the caller (returns false).
 bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
-  constexpr double kKeep = 1e-6;  // squared: a residual under 1e-3 of the row's length
+  constexpr double kKeep = 1e-6;        // squared: a residual under 1e-3 of the row's length
+  constexpr double kDependent = 1e-13;  // ... and under ~3e-7 of it: no direction of its own
   const int64_t t = Vt_.rows();
   const int64_t ld = Q_.cols();
   const int64_t tp = (t + 7) / 8 * 8;  // rows padded to whole groups of eight
@@ -538,8 +540,54 @@ bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
   xlen_.resize(static_cast<size_t>(t));
   for (int64_t j = 0; j < t; ++j) xlen_[static_cast<size_t>(j)] = A[j * tp + j];
   const int64_t TG = tp / 8;
+  lcol_.resize(static_cast<size_t>(tp * tp / 8));
+  auto* Lc = reinterpret_cast<double*>(lcol_.data());  // L's columns as rows: [k * tp + j] = L_jk
+  for (int64_t k = t; k < tp; ++k)
+    for (int64_t j = 0; j < tp; ++j) Lc[k * tp + j] = 0.0;
+  // Q's columns: q_j = (x_j - sum_{k<j} L_jk q_k) / L_jj, in place over rows [from, to); each
+  // group of eight entries one chain over k, the groups independent
+  int64_t solved = 0;
+  const auto solve = [&](int64_t to) {
+    with_head_dim(D, [&](auto dc) {
+      constexpr int KC = decltype(dc)::value / 8;
+      solve_rows<KC>(qc_.data(), solved, to, static_cast<int>(G), Lc, tp);
+    });
+    solved = to;
+  };
+  bool replaced = false;
   for (int64_t k = 0; k < t; ++k) {
-    const double p = A[k * tp + k];
+    double p = A[k * tp + k];
+    if (!(p > kDependent * xlen_[static_cast<size_t>(k)]) && std::isfinite(p)) {
+      // Row k adds no direction of its own (the same value as an earlier heavy row, say): like
+      // Gram-Schmidt, take the coordinate axis the basis so far covers least in its place. Its
+      // coordinates on q_0..q_{k-1} are their entries at the axis, and its row of the trailing
+      // block is K's row for the axis (1 on the diagonal, the rows' entries at the axis after
+      // it) less the first k steps' updates.
+      solve(k);
+      cover_.assign(static_cast<size_t>(8 * G), 0.0);
+      auto* cov = reinterpret_cast<Lanes8*>(cover_.data());
+      for (int64_t m = 0; m < k; ++m)
+        for (int64_t g = 0; g < G; ++g) {
+          const Lanes8 x = qc_[static_cast<size_t>(m * G + g)];
+          Lanes8 c;
+          std::memcpy(&c, cov + g, sizeof c);
+          c += x * x;
+          std::memcpy(cov + g, &c, sizeof c);
+        }
+      const int64_t axis = GramSchmidt<0>::least_covered(cover_.data(), D);
+      for (int64_t m = 0; m < k; ++m) Lc[m * tp + k] = xr[m * 8 * G + axis];
+      for (int64_t j = k; j < t; ++j) {
+        double v = j == k ? 1.0 : xr[j * 8 * G + axis];
+        for (int64_t m = 0; m < k; ++m) v -= Lc[m * tp + k] * Lc[m * tp + j];
+        A[k * tp + j] = v;
+      }
+      for (int64_t g = 0; g < G; ++g) qc_[static_cast<size_t>(k * G + g)] = Lanes8{};
+      qc_[static_cast<size_t>(k * G + axis / 8)][axis % 8] = 1.0;
+      xlen_[static_cast<size_t>(k)] = 1.0;
+      p = A[k * tp + k];
+      replaced = true;
+      ++span_axes_;
+    }
     if (!(p > kKeep * xlen_[static_cast<size_t>(k)]) || !std::isfinite(p)) {
       Y_.setZero(D, ld);
       for (int64_t i = 0; i < t; ++i)
@@ -555,24 +603,16 @@ bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
       const double f = A[k * tp + j] * inv;
       for (int64_t g = 0; g < TG; ++g) aj[g] -= f * ak[g];
     }
+    // L's column k: row k's entries from k on over the square root of its pivot
+    const double sc = 1.0 / std::sqrt(p);
+    for (int64_t j = 0; j < tp; ++j) Lc[k * tp + j] = j < k ? 0.0 : A[k * tp + j] * sc;
   }
-  // L's column k = row k's entries from k on over the square root of its pivot (rows of lcol_)
-  lcol_.resize(static_cast<size_t>(tp * tp / 8));
-  auto* Lc = reinterpret_cast<double*>(lcol_.data());  // [k * tp + j] = L_jk
-  for (int64_t k = 0; k < t; ++k) {
-    const double s = 1.0 / std::sqrt(A[k * tp + k]);
-    for (int64_t j = 0; j < tp; ++j) Lc[k * tp + j] = j < k ? 0.0 : A[k * tp + j] * s;
-  }
-  for (int64_t k = t; k < tp; ++k)
-    for (int64_t j = 0; j < tp; ++j) Lc[k * tp + j] = 0.0;
-  // Q's columns: q_j = (x_j - sum_{k<j} L_jk q_k) / L_jj, in place over the rows; each group of
-  // eight entries one chain over k, the groups independent
-  with_head_dim(D, [&](auto dc) {
-    constexpr int KC = decltype(dc)::value / 8;
-    solve_rows<KC>(qc_.data(), t, static_cast<int>(G), Lc, tp);
-  });
-  // Q_ (D x ld) holds the columns q_j; Pt_ (t x ld) = L
+  solve(t);
+  // Q_ (D x ld) holds the columns q_j; Pt_ (t x ld) = L unless a row was replaced (then the
+  // heavy rows' own coordinates come from the caller's product, and the seed takes the general
+  // path: the replaced row is only nearly inside the basis)
   transpose_blocks(xr, t, 8 * G, D, Q_.data(), ld, ld);
+  if (replaced) return false;
   Pt_.resize(t, ld);
   transpose_blocks(Lc, t, tp, t, Pt_.data(), ld, ld);
   return true;

@@ -71,6 +71,8 @@ class HeavyLeverage {
   int64_t iterations() const { return iters_; }  ///< warm-started iterations so far
   /// span bases built by Gram-Schmidt because a heavy row was nearly inside the others' span
   int64_t span_fallbacks() const { return span_fallbacks_; }
+  /// heavy rows inside the span of the rows before them, replaced by an axis in span_basis
+  int64_t span_axes() const { return span_axes_; }
 
  private:
   // what a slot's cache holds
@@ -110,6 +112,7 @@ class HeavyLeverage {
   int64_t iters_ = 0;
   int64_t near_null_ = 0;
   int64_t span_fallbacks_ = 0;
+  int64_t span_axes_ = 0;
   int64_t seen_ = 0;        // slots [0, seen_) have been through a scoring call
   bool all_dirty_ = false;  // invalidate(): every slot's cache is stale
   double E_ = 0;

@@ -331,19 +331,74 @@ TEST_P(HeavyDims, AsManyHeavyRowsAsTheRankScoreAgainstTheirOwnSpan) {
     EXPECT_NEAR(seed, want_seed, 1e-5 * want_seed + 1e-9) << "step " << step;
   }
   EXPECT_EQ(lev.span_fallbacks(), 0);
-  // two of the heavy rows equal: row 1 of the heavy set becomes row 0's values
-  auto a = peaky_weights(n, 2.0, rng);
-  lev.score(Vs, a.data(), n, r, l.data());
-  const std::vector<int64_t> T = lev.heavy_slots();
-  V.row(T[1]) = V.row(T[0]);
-  a[static_cast<size_t>(T[1])] = a[static_cast<size_t>(T[0])];  // both the heaviest
-  lev.row_replaced(T[1]);
-  lev.score(Vs, a.data(), n, r, l.data());
-  EXPECT_EQ(lev.span_fallbacks(), 1);
-  const auto closed = closed_form(V, a, n);
-  for (int64_t i = 0; i < n; ++i) {
-    ASSERT_TRUE(std::isfinite(l[static_cast<size_t>(i)]));
-    ASSERT_LE(l[static_cast<size_t>(i)], closed[static_cast<size_t>(i)] * (1 + 1e-5) + 1e-12);
+  EXPECT_EQ(lev.span_axes(), 0);
+  // The last heavy row made the one before it (exactly: no direction of its own, so an axis
+  // takes its place, late in the order where the axes are well covered), then that row plus
+  // 1e-5 of a light row (a direction of its own, too short for Cholesky QR: the rows go through
+  // Gram-Schmidt, which keeps it). Every score is then the projection on the other heavy rows'
+  // span plus one coordinate axis, or on all the heavy rows' span, and every heavy row lies in
+  // the basis (its score is the closed form).
+  for (const double part : {0.0, 1e-5}) {
+    SCOPED_TRACE(part);
+    auto a = peaky_weights(n, 2.0, rng);
+    lev.score(Vs, a.data(), n, r, l.data());
+    const std::vector<int64_t> T = lev.heavy_slots();
+    const int64_t dup = T[r - 1], of = T[r - 2];
+    int64_t light = 0;  // a row outside the heavy set: a direction none of them has
+    while (std::find(T.begin(), T.end(), light) != T.end()) ++light;
+    V.row(dup) = V.row(of) + static_cast<float>(part) * V.row(light);
+    a[static_cast<size_t>(dup)] = a[static_cast<size_t>(of)];  // both still heavy
+    lev.row_replaced(dup);
+    const int64_t axes = lev.span_axes(), fallbacks = lev.span_fallbacks();
+    lev.score(Vs, a.data(), n, r, l.data());
+    EXPECT_EQ(lev.span_axes() - axes, part == 0.0 ? 1 : 0);
+    EXPECT_EQ(lev.span_fallbacks() - fallbacks, part == 0.0 ? 0 : 1);
+    const auto& T2 = lev.heavy_slots();
+    ASSERT_EQ(static_cast<int64_t>(T2.size()), r);
+    // the scores a basis B gives: a_i^2 ||B^T v_i||^2 / E
+    double E = 0;
+    for (int64_t i = 0; i < n; ++i)
+      E += a[static_cast<size_t>(i)] * a[static_cast<size_t>(i)] *
+           V.row(i).cast<double>().squaredNorm();
+    const auto scores_of = [&](const Eigen::MatrixXd& cols) {
+      const Eigen::MatrixXd B = Eigen::HouseholderQR<Eigen::MatrixXd>(cols).householderQ() *
+                                Eigen::MatrixXd::Identity(D, cols.cols());
+      std::vector<double> want(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const double ai = a[static_cast<size_t>(i)];
+        want[static_cast<size_t>(i)] =
+            ai * ai * (B.transpose() * V.row(i).cast<double>().transpose()).squaredNorm() / E;
+      }
+      return want;
+    };
+    const auto matches = [&](const std::vector<double>& want) {
+      for (int64_t i = 0; i < n; ++i) {
+        const double w = want[static_cast<size_t>(i)];
+        if (!(std::fabs(l[static_cast<size_t>(i)] - w) <= 1e-5 * w + 1e-9)) return false;
+      }
+      return true;
+    };
+    Eigen::MatrixXd H(D, r);
+    int64_t c = 0;
+    for (const int64_t i : T2)
+      if (i != dup) H.col(c++) = V.row(i).cast<double>();
+    ASSERT_EQ(c, r - 1);
+    bool found = false;
+    if (part > 0) {  // Gram-Schmidt keeps the short direction: the span of all the heavy rows
+      H.col(r - 1) = V.row(dup).cast<double>();
+      found = matches(scores_of(H));
+    } else {  // the other heavy rows' span and one coordinate axis
+      for (int64_t axis = 0; axis < D && !found; ++axis) {
+        H.col(r - 1) = Eigen::VectorXd::Unit(D, axis);
+        found = matches(scores_of(H));
+      }
+    }
+    EXPECT_TRUE(found) << "no basis of the expected form gives these scores";
+    const auto closed = closed_form(V, a, n);
+    for (const int64_t i : T2)
+      EXPECT_NEAR(l[static_cast<size_t>(i)], closed[static_cast<size_t>(i)],
+                  1e-5 * closed[static_cast<size_t>(i)])
+          << "heavy row " << i;
   }
 }
 
