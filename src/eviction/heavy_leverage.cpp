@@ -482,11 +482,17 @@ void HeavyLeverage::orthonormalize(int64_t D, int64_t r) {
 // and the last basis, so one iteration from any start lands on it. Cholesky QR in double: with
 // K = V_T V_T^T = L L^T, Q = V_T^T L^-T, and the rows' coordinates in that basis are L itself
 // (V_T Q = L), so Pt_ needs no product either. It is the Gram-Schmidt basis of the rows in their
-// order, computed from one t x t Gram matrix instead of t dependent column steps. Cholesky QR
-// loses orthogonality as cond(V_T)^2: when a row keeps under kKeep of its squared length outside
-// the rows before it (nearly dependent rows, e.g. repeated tokens' values), the rows go through
-// orthonormalize() instead, which replaces a dependent one by the least covered axis; then Pt_
-// is left for the caller (returns false).
+// order, computed from one t x t Gram matrix instead of t dependent column steps. Two guards:
+//   - a row with no direction of its own (a pivot under kDependent of its squared length, about
+//     where the pivot's rounding lies: the same value as an earlier heavy row) is replaced, inside
+//     the factorization, by the coordinate axis the basis so far covers least, as the Gram-Schmidt
+//     replaces a column with nothing left (its own threshold is 1e-14 of the column's squared
+//     length, below what a Cholesky pivot resolves); the basis is then not exactly the rows'
+//     span, so Pt_ is left to the caller's product and the seed takes its general path;
+//   - Cholesky QR loses orthogonality as cond(V_T)^2, so a row that keeps under kKeep of its
+//     squared length outside the rows before it, but more than kDependent, sends the rows through
+//     orthonormalize() instead.
+// Returns true when Q_ is the rows' span and Pt_ = L (no replacement, no fallback).
 bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
   constexpr double kKeep = 1e-6;        // squared: a residual under 1e-3 of the row's length
   constexpr double kDependent = 1e-13;  // ... and under ~3e-7 of it: no direction of its own
@@ -554,7 +560,7 @@ bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
     });
     solved = to;
   };
-  bool replaced = false;
+  int64_t replaced = 0;  // rows replaced by an axis (counted when the basis stands)
   for (int64_t k = 0; k < t; ++k) {
     double p = A[k * tp + k];
     if (!(p > kDependent * xlen_[static_cast<size_t>(k)]) && std::isfinite(p)) {
@@ -585,8 +591,7 @@ bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
       qc_[static_cast<size_t>(k * G + axis / 8)][axis % 8] = 1.0;
       xlen_[static_cast<size_t>(k)] = 1.0;
       p = A[k * tp + k];
-      replaced = true;
-      ++span_axes_;
+      ++replaced;
     }
     if (!(p > kKeep * xlen_[static_cast<size_t>(k)]) || !std::isfinite(p)) {
       Y_.setZero(D, ld);
@@ -608,11 +613,12 @@ bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
     for (int64_t j = 0; j < tp; ++j) Lc[k * tp + j] = j < k ? 0.0 : A[k * tp + j] * sc;
   }
   solve(t);
+  span_axes_ += replaced;
   // Q_ (D x ld) holds the columns q_j; Pt_ (t x ld) = L unless a row was replaced (then the
   // heavy rows' own coordinates come from the caller's product, and the seed takes the general
   // path: the replaced row is only nearly inside the basis)
   transpose_blocks(xr, t, 8 * G, D, Q_.data(), ld, ld);
-  if (replaced) return false;
+  if (replaced > 0) return false;
   Pt_.resize(t, ld);
   transpose_blocks(Lc, t, tp, t, Pt_.data(), ld, ld);
   return true;
@@ -877,8 +883,9 @@ int64_t HeavyLeverage::bytes() const {
   };
   return v(vn_) + v(qn_) + v(state_) + v(e_) + v(cand_) + v(T_) + v(redo_) + v(dirty_) + v(bin_) +
          v(qc_) + v(cover_) + static_cast<int64_t>((Tm_.size() + wb_.size()) * sizeof(double)) +
-         v(xt_) + v(gram_) + e(Vt_) + e(VtT_) + e(Pt_) + e(Vr_) + e(Pr_) + e(Q_) + e(Y_) + e(Pb_) +
-         e(PbT_) + e(Ab_) + e(at_) + e(row_) + e(u_) + e(vu_) + e(w_) + e(wq_);
+         v(xt_) + v(xlen_) + v(gram_) + v(lcol_) + v(wpad_) + e(Vt_) + e(VtT_) + e(Pt_) + e(Vr_) +
+         e(Pr_) + e(Q_) + e(Y_) + e(Pb_) + e(PbT_) + e(Ab_) + e(at_) + e(row_) + e(u_) + e(vu_) +
+         e(w_) + e(wq_);
 }
 
 }  // namespace vq::eviction

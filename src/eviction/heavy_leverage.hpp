@@ -10,7 +10,9 @@
 //      refresh = R > 1 on every R-th call only; the calls in between score against the held Q).
 //      With t = r heavy rows (the defaults: 16 and 16) that Gram matrix has rank r at most, so its
 //      top-r eigenspace is the rows' own span: Q is then built from it directly, by Cholesky QR
-//      of the rows in double (Gram-Schmidt when a row is nearly inside the others' span);
+//      of the rows in double (a row with no direction of its own replaced by the least-covered
+//      axis inside the factorization; Gram-Schmidt when a row is only nearly inside the others'
+//      span);
 //   3. every heavy row's ||Q^T v_i||^2 recomputed against the new Q; a light row keeps the one it
 //      got when last projected (its leverage is small, and it is re-projected whenever it turns
 //      heavy, by a round-robin sweep that reaches every row at least once per `sweep` calls, and
@@ -68,10 +70,12 @@ class HeavyLeverage {
   int64_t cold_starts() const { return cold_; }
   /// seeds answered without an eigenvector step (the Ritz matrix had a near-null direction)
   int64_t seeds_near_null() const { return near_null_; }
-  int64_t iterations() const { return iters_; }  ///< warm-started iterations so far
-  /// span bases built by Gram-Schmidt because a heavy row was nearly inside the others' span
+  /// bases moved so far: warm-started iterations, and span bases (span_basis) when t == r
+  int64_t iterations() const { return iters_; }
+  /// span bases built by Gram-Schmidt because a heavy row was nearly, not exactly, inside the
+  /// others' span
   int64_t span_fallbacks() const { return span_fallbacks_; }
-  /// heavy rows inside the span of the rows before them, replaced by an axis in span_basis
+  /// heavy rows with no direction of their own, replaced by an axis in a span basis that stood
   int64_t span_axes() const { return span_axes_; }
 
  private:
@@ -100,11 +104,14 @@ class HeavyLeverage {
   // Q_ is D x ld with ld = r_ rounded up to 16 (zero columns past r_); Pt_, Pr_, Pb_ and Y_
   // carry the same padding
   RowMatF Vt_, VtT_, Pt_, Vr_, Pr_, Q_, Y_, Pb_, PbT_, Ab_;
-  std::vector<Lanes8> qc_;         // orthonormalize's columns in double, padded to whole groups
-  std::vector<double> cover_;      // orthonormalize's per-axis coverage and coefficients
-  std::vector<double> xt_, xlen_;  // span_basis: the heavy rows transposed, their lengths^2
-  std::vector<Lanes8> gram_, lcol_, wpad_;  // span_basis: their Gram matrix; its Cholesky factor
-  Eigen::MatrixXd Tm_;                      // the seed's Rayleigh-Ritz matrix
+  // the basis's columns in double, padded to whole groups (orthonormalize's, or span_basis's rows
+  // of L^-1 V_T, which the seed reads when span_ holds)
+  std::vector<Lanes8> qc_;
+  std::vector<double> cover_;        // per-axis coverage (and orthonormalize's coefficients)
+  std::vector<double> xt_, xlen_;    // span_basis: the heavy rows transposed, their lengths^2
+  std::vector<Lanes8> gram_, lcol_;  // span_basis: their Gram matrix; its Cholesky factor
+  std::vector<Lanes8> wpad_;         // the seed's newcomer padded to whole groups (span_)
+  Eigen::MatrixXd Tm_;               // the seed's Rayleigh-Ritz matrix
   Eigen::VectorXd wb_;
   Eigen::VectorXf at_, row_, u_, vu_, w_, wq_;
   int64_t n_ = 0, t_ = 0, r_ = 0, cursor_ = 0, cold_ = 0;

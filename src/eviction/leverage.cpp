@@ -507,70 +507,82 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
                              double abs_tol) {
   const Eigen::Index m = T.rows();
   if (m < 2) return false;
-  // Householder tridiagonalization H^T T H = tridiag(d, e), in place on a copy of T's lower
-  // triangle-and-more (full storage, row-major), with each reflector applied to b as it is made:
-  // bt = H^T b, so that b . z = bt . x for x the tridiagonal matrix's eigenvector. Hand-written
-  // for these sizes (m <= head_dim + 1): no allocation past the first call on a thread.
+  // Householder tridiagonalization H^T T H = tridiag(d, e), in place on a full copy of T whose
+  // rows are padded to whole groups of eight (row-major), with each reflector applied to b as it
+  // is made: bt = H^T b, so that b . z = bt . x for x the tridiagonal matrix's eigenvector.
+  // Hand-written for these sizes (m <= head_dim + 1): no allocation past the first call on a
+  // thread. The reflector v and the product p are kept at full row length, zero before the
+  // trailing block, so the product and the rank-2 update run on whole groups of every trailing
+  // row and leave the columns before the block as they are.
+  typedef double Group8 __attribute__((vector_size(64)));
+  const Eigen::Index G = (m + 7) / 8, ld = 8 * G;
+  thread_local std::vector<Group8> rows;  // A (m x ld), then v and pv (ld each)
+  rows.assign(static_cast<size_t>((m + 2) * G), Group8{});
+  auto* A = reinterpret_cast<double*>(rows.data());
+  double* v = A + m * ld;
+  double* pv = v + ld;
+  auto* vg = reinterpret_cast<Group8*>(v);
+  auto* pg = reinterpret_cast<Group8*>(pv);
   thread_local std::vector<double> work;
   const auto mm = static_cast<size_t>(m);
-  work.resize(mm * mm + 7 * mm);
-  double* A = work.data();
-  double* bt = A + mm * mm;
-  double* v = bt + mm;
-  double* pv = v + mm;
-  double* d = pv + mm;
+  work.resize(5 * mm);
+  double* bt = work.data();
+  double* d = bt + mm;
   double* e = d + mm;
   double* piv = e + mm;
-  double* x = piv + mm;  // and mult = v (free by then)
+  double* x = piv + mm;
   for (Eigen::Index i = 0; i < m; ++i) {
-    for (Eigen::Index j = 0; j < m; ++j) A[i * m + j] = T(i, j);
+    for (Eigen::Index j = 0; j < m; ++j) A[i * ld + j] = T(i, j);
     bt[i] = b(i);
   }
   for (Eigen::Index k = 0; k + 2 < m; ++k) {
     // the reflector that zeroes A[k+2.., k]: v = x - alpha e_1 over rows k+1..m-1
-    const Eigen::Index r0 = k + 1, len = m - r0;
+    const Eigen::Index r0 = k + 1, g0 = r0 / 8;
     double tail = 0;
-    for (Eigen::Index i = 1; i < len; ++i) tail += A[(r0 + i) * m + k] * A[(r0 + i) * m + k];
-    const double x0 = A[r0 * m + k];
+    for (Eigen::Index i = r0 + 1; i < m; ++i) tail += A[i * ld + k] * A[i * ld + k];
+    const double x0 = A[r0 * ld + k];
     if (!(tail > 0)) {  // already tridiagonal in this column (or non-finite: caught below)
       if (!std::isfinite(tail)) return false;
       continue;
     }
     const double norm = std::sqrt(x0 * x0 + tail);
     const double alpha = x0 >= 0 ? -norm : norm;
-    v[0] = x0 - alpha;
-    for (Eigen::Index i = 1; i < len; ++i) v[i] = A[(r0 + i) * m + k];
-    const double vtv = v[0] * v[0] + tail;
+    for (Eigen::Index i = 0; i < ld; ++i) v[i] = 0;
+    v[r0] = x0 - alpha;
+    for (Eigen::Index i = r0 + 1; i < m; ++i) v[i] = A[i * ld + k];
+    const double vtv = v[r0] * v[r0] + tail;
     const double beta = 2.0 / vtv;
     // trailing block S (rows/cols r0..): S <- (I - beta v v^T) S (I - beta v v^T)
     //   p = beta S v, K = beta/2 (v . p), q = p - K v, S <- S - v q^T - q v^T
-    // S v as a sum of S's columns (rows, S being symmetric): independent lanes, no reductions
-    for (Eigen::Index i = 0; i < len; ++i) pv[i] = 0;
-    for (Eigen::Index j = 0; j < len; ++j) {
-      const double* row = A + (r0 + j) * m + r0;
+    // S v as a sum of S's rows (S being symmetric): independent lanes, no reductions
+    for (Eigen::Index g = 0; g < G; ++g) pg[g] = Group8{};
+    for (Eigen::Index j = r0; j < m; ++j) {
+      const auto* row = reinterpret_cast<const Group8*>(A + j * ld);
       const double vj = v[j];
-      for (Eigen::Index i = 0; i < len; ++i) pv[i] += vj * row[i];
+      for (Eigen::Index g = g0; g < G; ++g) pg[g] += vj * row[g];
     }
+    for (Eigen::Index i = 0; i < r0; ++i) pv[i] = 0;  // the columns before the block: not S's
     double vp = 0;
-    for (Eigen::Index i = 0; i < len; ++i) {
+    for (Eigen::Index i = r0; i < m; ++i) {
       pv[i] *= beta;
       vp += v[i] * pv[i];
     }
     const double K = 0.5 * beta * vp;
-    for (Eigen::Index i = 0; i < len; ++i) pv[i] -= K * v[i];
-    for (Eigen::Index i = 0; i < len; ++i) {
-      double* row = A + (r0 + i) * m + r0;
-      for (Eigen::Index j = 0; j < len; ++j) row[j] -= v[i] * pv[j] + pv[i] * v[j];
+    for (Eigen::Index i = r0; i < m; ++i) pv[i] -= K * v[i];
+    for (Eigen::Index i = r0; i < m; ++i) {
+      auto* row = reinterpret_cast<Group8*>(A + i * ld);
+      const double vi = v[i], pi = pv[i];
+      for (Eigen::Index g = g0; g < G; ++g) row[g] -= vi * pg[g] + pi * vg[g];
     }
-    A[r0 * m + k] = alpha;
+    A[r0 * ld + k] = alpha;
     double vb = 0;
-    for (Eigen::Index i = 0; i < len; ++i) vb += v[i] * bt[r0 + i];
+    for (Eigen::Index i = r0; i < m; ++i) vb += v[i] * bt[i];
     vb *= beta;
-    for (Eigen::Index i = 0; i < len; ++i) bt[r0 + i] -= vb * v[i];
+    for (Eigen::Index i = r0; i < m; ++i) bt[i] -= vb * v[i];
   }
   for (Eigen::Index i = 0; i < m; ++i) {
-    d[i] = A[i * m + i];
-    if (i + 1 < m) e[i] = A[(i + 1) * m + i];
+    d[i] = A[i * ld + i];
+    if (i + 1 < m) e[i] = A[(i + 1) * ld + i];
   }
   double lo = d[0], hi = d[0], nrm = 0, dmin = d[0];
   for (Eigen::Index i = 0; i < m; ++i) {  // Gershgorin interval, and the smallest diagonal entry
@@ -648,7 +660,7 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
   }
   // inverse iteration: LDL^T of the tridiagonal matrix shifted just below the eigenvalue
   const double shift = lo - 8 * eps * nrm;
-  double* mult = v;
+  double* mult = v;  // free by now
   piv[0] = d[0] - shift;
   for (Eigen::Index i = 1; i < m; ++i) {
     mult[i - 1] = e[i - 1] / piv[i - 1];
