@@ -570,15 +570,17 @@ bool HeavyLeverage::span_basis(int64_t D, int64_t r) {
       // block is K's row for the axis (1 on the diagonal, the rows' entries at the axis after
       // it) less the first k steps' updates.
       solve(k);
+      // (cover_ holds doubles, aligned for a double only: its groups go through memcpy on a
+      // double pointer, never a Lanes8 one, whose type promises 64-byte alignment)
       cover_.assign(static_cast<size_t>(8 * G), 0.0);
-      auto* cov = reinterpret_cast<Lanes8*>(cover_.data());
+      double* cov = cover_.data();
       for (int64_t m = 0; m < k; ++m)
         for (int64_t g = 0; g < G; ++g) {
           const Lanes8 x = qc_[static_cast<size_t>(m * G + g)];
           Lanes8 c;
-          std::memcpy(&c, cov + g, sizeof c);
+          std::memcpy(&c, cov + 8 * g, sizeof c);
           c += x * x;
-          std::memcpy(cov + g, &c, sizeof c);
+          std::memcpy(cov + 8 * g, &c, sizeof c);
         }
       const int64_t axis = GramSchmidt<0>::least_covered(cover_.data(), D);
       for (int64_t m = 0; m < k; ++m) Lc[m * tp + k] = xr[m * 8 * G + axis];
