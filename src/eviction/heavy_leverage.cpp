@@ -810,17 +810,8 @@ double HeavyLeverage::seed(Weight b, double energy, const double* w_new, int64_t
     wpad_.assign(static_cast<size_t>(G), Lanes8{});
     std::memcpy(wpad_.data(), w_new, static_cast<size_t>(D) * sizeof(double));
     wb.resize(r + 1);
-    for (int64_t j = 0; j < r; ++j) {
-      const Lanes8* q = qc_.data() + j * G;
-      Lanes8 a0 = q[0] * wpad_[0], a1 = Lanes8{};
-      int64_t g = 1;
-      for (; g + 1 < G; g += 2) {
-        a1 += q[g] * wpad_[static_cast<size_t>(g)];
-        a0 += q[g + 1] * wpad_[static_cast<size_t>(g + 1)];
-      }
-      if (g < G) a1 += q[g] * wpad_[static_cast<size_t>(g)];
-      wb(j) = lane_sum(a0 + a1);
-    }
+    const GramSchmidt<0> gs{static_cast<int>(G)};  // its dot product over padded groups
+    for (int64_t j = 0; j < r; ++j) wb(j) = gs.dot(qc_.data() + j * G, wpad_.data());
     const double un2 = wn2 - wb.head(r).squaredNorm();
     m = un2 > 1e-12 * wn2 ? r + 1 : r;  // u longer than 1e-6 of w
     Tm.setZero(m, m);

@@ -311,6 +311,7 @@ namespace {
 // These kernels stream W / V once, 16 fp32 lanes at a time (a GCC/Clang vector type: one
 // AVX-512 register, two AVX ones, or scalar code), with every sum taken over d (or i) in
 // increasing order, one multiply-add per term.
+typedef double Group8 __attribute__((vector_size(64)));  // eight doubles: padded-row kernels
 typedef float Lanes16 __attribute__((vector_size(64)));
 inline Lanes16 load16(const float* p) {
   Lanes16 v;
@@ -514,7 +515,6 @@ bool energy_outside_smallest(const Eigen::MatrixXd& T, const Eigen::VectorXd& b,
   // thread. The reflector v and the product p are kept at full row length, zero before the
   // trailing block, so the product and the rank-2 update run on whole groups of every trailing
   // row and leave the columns before the block as they are.
-  typedef double Group8 __attribute__((vector_size(64)));
   const Eigen::Index G = (m + 7) / 8, ld = 8 * G;
   thread_local std::vector<Group8> rows;  // A (m x ld), then v and pv (ld each)
   rows.assign(static_cast<size_t>((m + 2) * G), Group8{});
@@ -699,7 +699,6 @@ bool smallest_below(const Eigen::MatrixXd& T, double tol) {
   // eight: after step k the trailing block holds the Schur complement, whose leading entry is the
   // next pivot; a step takes row k (column k, by symmetry) times a multiplier from every later
   // row, independent whole-row vector updates with one division on the chain between steps
-  typedef double Group8 __attribute__((vector_size(64)));
   const Eigen::Index groups = (m + 7) / 8, ld = 8 * groups;
   thread_local std::vector<Group8> rows;
   rows.assign(static_cast<size_t>(m * groups), Group8{});
