@@ -57,7 +57,7 @@ class CurDKVCache final : public eviction::EvictionCache {
         recent_ > 0 ? pos + 1 - recent_ : std::numeric_limits<int64_t>::max();
     while (over_budget(st)) {  // step 5: sinks and the recent window (if any) stay
       const int64_t victim =
-          argmin_evictable(st, protect_from, [&](int64_t i) { return retention(st, i); });
+          argmin_score(st, protect_from, mean_score_ ? st.aux.data() : nullptr);  // retention
       if (victim < 0) break;
       const int64_t last = st.n - 1;
       remove_slot(st, victim);  // the last row moves into the victim's slot

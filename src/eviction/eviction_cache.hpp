@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "eviction/argmin.hpp"
 #include "store/head_store.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/row_source.hpp"
@@ -128,29 +129,13 @@ class EvictionCache : public KVCache {
                  double aux = 0.0);
   /// Remove the row in `slot`; the last live row moves into it.
   void remove_slot(HeadState& st, int64_t slot);
-  /// Slot with the lowest `key(slot)` among rows that are not sinks and whose position is below
-  /// `protect_from` (the start of a protected recent window). Ties go to the lowest position.
-  /// Returns -1 when nothing is evictable.
-  template <typename KeyFn>
-  int64_t argmin_evictable(const HeadState& st, int64_t protect_from, KeyFn key) const {
-    int64_t best = -1;
-    double best_v = 0;
-    int64_t best_pos = 0;
-    for (int64_t i = 0; i < st.n; ++i) {
-      const int64_t p = st.kv.position(i);
-      if (p < n_sink_ || p >= protect_from) continue;
-      const double v = key(i);
-      if (best < 0 || v < best_v || (v == best_v && p < best_pos)) {
-        best = i;
-        best_v = v;
-        best_pos = p;
-      }
-    }
-    return best;
-  }
-  int64_t argmin_score(const HeadState& st, int64_t protect_from) const {
-    return argmin_evictable(st, protect_from,
-                            [&](int64_t i) { return st.score[static_cast<size_t>(i)]; });
+  /// Slot with the lowest score (score / den when `den` is not null, den[slot] dividing
+  /// score[slot]) among rows that are not sinks and whose position is below `protect_from` (the
+  /// start of a protected recent window). Ties go to the lowest position. Returns -1 when nothing
+  /// is evictable. Vectorized, the same slot as one ordered pass (eviction/argmin.hpp).
+  int64_t argmin_score(const HeadState& st, int64_t protect_from,
+                       const double* den = nullptr) const {
+    return argmin_in_window(st.score.data(), den, st.kv.positions(), st.n, n_sink_, protect_from);
   }
   /// True while the head holds more than its budget: the cache's, or under head-adaptive budgets
   /// (option heads=adaptive) the head's share of the layer's H * budget.
