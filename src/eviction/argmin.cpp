@@ -33,9 +33,10 @@ int64_t argmin_in_window(const double* num, const double* den, const int64_t* po
   // it, and whether any key there is NaN. A division is correctly rounded in a vector lane as in
   // a scalar one, so the keys are the reference's bit for bit.
   const __m512i vlo = _mm512_set1_epi64(lo), vhi = _mm512_set1_epi64(hi);
-  const auto key8 = [&](int64_t i) {
+  // (the division only in the window's lanes: no floating-point flag from a slot outside it)
+  const auto key8 = [&](int64_t i, __mmask8 ok) {
     const __m512d v = _mm512_loadu_pd(num + i);
-    return den ? _mm512_div_pd(v, _mm512_loadu_pd(den + i)) : v;
+    return den ? _mm512_maskz_div_pd(ok, v, _mm512_loadu_pd(den + i)) : v;
   };
   const auto in8 = [&](int64_t i) -> __mmask8 {
     const __m512i p = _mm512_loadu_si512(pos + i);
@@ -47,7 +48,7 @@ int64_t argmin_in_window(const double* num, const double* den, const int64_t* po
   const int64_t whole = n / 8 * 8;
   for (int64_t i = 0; i < whole; i += 8) {
     const __mmask8 ok = in8(i);
-    const __m512d v = key8(i);
+    const __m512d v = key8(i, ok);
     any |= ok;
     nan |= _mm512_mask_cmp_pd_mask(ok, v, v, _CMP_UNORD_Q);
     mv = _mm512_mask_min_pd(mv, ok, mv, v);
@@ -68,7 +69,7 @@ int64_t argmin_in_window(const double* num, const double* den, const int64_t* po
   int64_t best = -1, best_pos = 0;
   for (int64_t i = 0; i < whole; i += 8) {
     const __mmask8 ok = in8(i);
-    unsigned hit = _mm512_mask_cmp_pd_mask(ok, key8(i), vm, _CMP_EQ_OQ);
+    unsigned hit = _mm512_mask_cmp_pd_mask(ok, key8(i, ok), vm, _CMP_EQ_OQ);
     for (; hit != 0; hit &= hit - 1) {
       const int64_t j = i + __builtin_ctz(hit);
       if (best < 0 || pos[j] < best_pos) {

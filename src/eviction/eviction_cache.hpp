@@ -160,7 +160,7 @@ class EvictionCache : public KVCache {
   /// projections, probe windows), from its buffers' capacities. Per-thread Scratch is not the
   /// cache's and is not counted.
   virtual int64_t policy_bytes() const { return 0; }
-  /// False for methods that never read st.score / st.aux (full, streaming_llm): append() then
+  /// False for methods that never read st.score / st.aux (full, the one-shot cache): append() then
   /// keeps no per-slot scores.
   virtual bool keeps_scores() const { return true; }
 

@@ -85,6 +85,72 @@ TEST(EvictionArgmin, NaNKeysGiveTheOrderedPassesAnswer) {
   }
 }
 
+// An independent statement of the rule for windows without NaN keys: the slots in the window
+// with the lowest key, of those the ones at the lowest position, of those the first.
+int64_t brute_force(const std::vector<double>& key, const std::vector<int64_t>& pos, int64_t lo,
+                    int64_t hi) {
+  std::vector<int64_t> in;
+  for (int64_t i = 0; i < static_cast<int64_t>(key.size()); ++i)
+    if (pos[static_cast<size_t>(i)] >= lo && pos[static_cast<size_t>(i)] < hi) in.push_back(i);
+  if (in.empty()) return -1;
+  return *std::min_element(in.begin(), in.end(), [&](int64_t a, int64_t b) {
+    const double ka = key[static_cast<size_t>(a)], kb = key[static_cast<size_t>(b)];
+    if (ka != kb) return ka < kb;
+    if (pos[static_cast<size_t>(a)] != pos[static_cast<size_t>(b)])
+      return pos[static_cast<size_t>(a)] < pos[static_cast<size_t>(b)];
+    return a < b;
+  });
+}
+
+// Hostile values: counts of 0, negative, infinite and subnormal (quotients of +-inf, NaN or
+// huge), keys of +-inf and +-0, negative and repeated positions, the int64 extremes, windows
+// with lo > hi. Against the ordered pass always, and against brute_force when no key in the
+// window is NaN.
+TEST(EvictionArgmin, HostileCountsKeysAndPositions) {
+  vq::Rng rng(11);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double keys[] = {0.0, -0.0, 1.0, -1.0, inf, -inf, 2.5, 1e-300};
+  const double dens[] = {0.0, -1.0, inf, 1e-310, 2.5, 1.0};
+  const int64_t big = std::numeric_limits<int64_t>::max(),
+                small = std::numeric_limits<int64_t>::min();
+  const int64_t edges[] = {small, -5, -1, 0, 1, 7, big - 1, big};
+  int checked = 0, oracle = 0;
+  for (int64_t n = 0; n <= 40; ++n) {
+    for (int trial = 0; trial < 30; ++trial) {
+      std::vector<double> num(static_cast<size_t>(n)), den(static_cast<size_t>(n));
+      std::vector<int64_t> pos(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        num[static_cast<size_t>(i)] = keys[static_cast<int>(rng.uniform(0.0, 8.0))];
+        den[static_cast<size_t>(i)] = dens[static_cast<int>(rng.uniform(0.0, 6.0))];
+        pos[static_cast<size_t>(i)] = edges[static_cast<int>(rng.uniform(0.0, 8.0))];
+      }
+      const int64_t lo = edges[static_cast<int>(rng.uniform(0.0, 8.0))];
+      const int64_t hi = edges[static_cast<int>(rng.uniform(0.0, 8.0))];
+      const double* ds[2] = {nullptr, den.data()};
+      for (const double* d : ds) {
+        const int64_t want = argmin_in_window_reference(num.data(), d, pos.data(), n, lo, hi);
+        EXPECT_EQ(argmin_in_window(num.data(), d, pos.data(), n, lo, hi), want)
+            << "n " << n << " trial " << trial << " den " << (d != nullptr);
+        std::vector<double> key(static_cast<size_t>(n));
+        bool nan = false;
+        for (int64_t i = 0; i < n; ++i) {
+          key[static_cast<size_t>(i)] =
+              d ? num[static_cast<size_t>(i)] / d[i] : num[static_cast<size_t>(i)];
+          nan = nan || (std::isnan(key[static_cast<size_t>(i)]) &&
+                        pos[static_cast<size_t>(i)] >= lo && pos[static_cast<size_t>(i)] < hi);
+        }
+        if (!nan) {
+          EXPECT_EQ(want, brute_force(key, pos, lo, hi)) << "n " << n << " trial " << trial;
+          ++oracle;
+        }
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 41 * 30 * 2);
+  EXPECT_GT(oracle, checked / 4);
+}
+
 TEST(EvictionArgmin, AnEmptyWindowHasNoSlot) {
   const std::vector<double> num = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   const std::vector<int64_t> pos = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
