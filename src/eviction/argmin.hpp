@@ -7,8 +7,8 @@ namespace vq::eviction {
 
 /// The slot i in [0, n) with the lowest key among those whose position pos[i] lies in [lo, hi),
 /// ties going to the lowest position; -1 when no slot is in the window. The key is num[i], or
-/// num[i] / den[i] when den is not null. Two passes over whole groups of eight where AVX-512 is
-/// there (the smallest key, then the lowest position holding it), the same slot as
+/// num[i] / den[i] when den is not null. Two passes over groups of eight (the last one masked)
+/// where AVX-512 is there (the smallest key, then the lowest position holding it), the same slot as
 /// argmin_in_window_reference's single ordered pass, which also takes any window holding a NaN
 /// key (NaN has no order; the ordered pass keeps its historical answer).
 int64_t argmin_in_window(const double* num, const double* den, const int64_t* pos, int64_t n,
