@@ -103,9 +103,13 @@ void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, in
     o.setZero();
     return;
   }
-  exp_shifted(prod, n, mx);
-  const double inv = 1.0 / sum_fixed(prod, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(prod[i]) * inv;
+  normalize_exp(prod, n, mx, out);
+}
+
+void normalize_exp(float* x, int64_t n, float mx, double* out) {
+  exp_shifted(x, n, mx);
+  const double inv = 1.0 / sum_fixed(x, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(x[i]) * inv;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/thread_pool.hpp"
+#include "eviction/attention_window.hpp"
 #include "eviction/one_shot.hpp"
 #include "store/buffers.hpp"
 #include "veloxquant/errors.hpp"
@@ -379,7 +380,6 @@ namespace {
 // alignment.
 thread_local RowMatF t_block;
 thread_local Eigen::VectorXf t_dots;
-thread_local Eigen::VectorXd t_logits;
 
 template <typename Vec>
 auto& grow(Vec& v, int64_t n) {
@@ -387,22 +387,16 @@ auto& grow(Vec& v, int64_t n) {
   return v;
 }
 
-// softmax(dots[0:n] * scale) into out (an aligned Eigen buffer of >= n).
-void softmax_of_dots(const float* dots, int64_t n, float scale, Eigen::VectorXd& out) {
-  auto o = grow(out, n).head(n);
-  o = Eigen::Map<const Eigen::VectorXf>(dots, n).cast<double>();
-  o *= static_cast<double>(scale);
-  const double mx = o.maxCoeff();
-  o = (o.array() - mx).exp();
-  o /= o.sum();
+// softmax(dots[0:n] * scale) into out[0:n]: the logits scaled and exponentiated in float (16
+// lanes against double's 8), the normaliser summed in double; the same arithmetic as the window
+// policies' causal_softmax (attention_window.hpp).
+thread_local Eigen::VectorXf t_prod;
+void softmax_of_dots(const float* dots, int64_t n, float scale, double* out) {
+  auto x = grow(t_prod, n).head(n);
+  x = Eigen::Map<const Eigen::VectorXf>(dots, n) * scale;
+  normalize_exp(x.data(), n, x.maxCoeff(), out);
 }
 
-// softmax((K[0:n] q) * scale) into out (an aligned Eigen buffer of >= n).
-void softmax_into(const store::RowSource& K, int64_t n, const float* q, float scale,
-                  Eigen::VectorXd& out) {
-  row_dots(K, n, q, grow(t_dots, n).data());
-  softmax_of_dots(t_dots.data(), n, scale, out);
-}
 }  // namespace
 
 float row_dot(const store::RowSource& K, int64_t i, const float* q) {
@@ -440,8 +434,8 @@ void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64
 void softmax_logits(const store::RowSource& K, int64_t n, const float* q, float scale,
                     double* out) {
   if (n <= 0) return;
-  softmax_into(K, n, q, scale, t_logits);
-  Eigen::Map<Eigen::VectorXd>(out, n) = t_logits.head(n);
+  row_dots(K, n, q, grow(t_dots, n).data());
+  softmax_of_dots(t_dots.data(), n, scale, out);
 }
 
 void driving_attention(const store::RowSource& K, int64_t n, const float* k, const QueryRows& q,
@@ -469,10 +463,7 @@ void driving_attention_heads(const store::RowSource& K, int64_t n, const QueryRo
   for (int64_t g = 0; g < q.G; ++g) std::copy_n(q.row(g), D, qs.begin() + g * D);
   dots.resize(static_cast<size_t>(q.G * n));
   K.dot_many(0, n, qs.data(), q.G, dots.data(), n);
-  for (int64_t g = 0; g < q.G; ++g) {
-    softmax_of_dots(dots.data() + g * n, n, scale, t_logits);
-    std::copy_n(t_logits.data(), n, heads + g * n);
-  }
+  for (int64_t g = 0; g < q.G; ++g) softmax_of_dots(dots.data() + g * n, n, scale, heads + g * n);
   // the sum in head order, then the division: element by element what driving_attention does
   for (int64_t i = 0; i < n; ++i) out[i] = 0.0;
   for (int64_t g = 0; g < q.G; ++g)

@@ -236,7 +236,11 @@ TEST(Curdkv, FastAndReferenceMakeTheSameDecisions) {
 }
 
 // Random data where the rank cap truncates (n > rank_cap, D > rank_cap): the converged solver
-// reproduces the oracle's scores to 1e-8 and its decisions exactly.
+// reproduces the oracle's scores to 1e-7 and its decisions exactly. The bound is the attention
+// weights' precision, not the solver's: they are exponentiated in float (as the engine's own
+// attention is), and the oracle recomputes the enlarged block's softmax where the solver rescales
+// the scored one by 1 - a_new, so each weight differs by float rounding (~1e-7 relative); the
+// largest score gap measured is 2.7e-8 (it was under 1e-8 with the exponentials in double).
 TEST(Curdkv, ExactSolverMatchesTheOracleWhenTheRankCapTruncates) {
   auto K = vqtest::random_tensor(1, 2, 120, 32, 11);
   auto V = vqtest::random_tensor(1, 2, 120, 32, 12);
@@ -249,7 +253,7 @@ TEST(Curdkv, ExactSolverMatchesTheOracleWhenTheRankCapTruncates) {
     const auto& se = as_eviction(*exact).head_state(0, h);
     const auto& sr = as_eviction(*ref).head_state(0, h);
     for (int64_t i = 0; i < se.n; ++i)
-      EXPECT_NEAR(se.score[static_cast<size_t>(i)], sr.score[static_cast<size_t>(i)], 1e-8);
+      EXPECT_NEAR(se.score[static_cast<size_t>(i)], sr.score[static_cast<size_t>(i)], 1e-7);
   }
 }
 
