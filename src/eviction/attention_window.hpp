@@ -68,20 +68,21 @@ struct AttnScratch {
   }
 };
 
-/// out[0:n] = softmax over the rows i < n with pos[i] <= max_pos of (K[i] . q) * scale; the rows
-/// after max_pos get 0 (causal mask; pos == nullptr means nothing is masked). When every row is
-/// masked, out is all zero. prod: scratch of n floats. Same arithmetic as softmax_logits (the
-/// logits scaled in float, then normalize_exp).
 /// x[i] = exp(x[i] - mx) for i < n in float, every element through the same vector kernel
 /// whatever x's address or n (equal inputs give equal outputs; ties stay ties).
 void exp_shifted_f(float* x, int64_t n, float mx);
 /// sum of x[0, n) in double with eight partial sums in a fixed order (same bits wherever x sits).
 double sum_fixed(const float* x, int64_t n);
 /// The softmax's tail that every attention-driven policy shares: x[i] <- exp(x[i] - mx) in float
-/// (exp_shifted_f), then out[i] = x[i] / sum_fixed(x, n) in double, for i < n. mx must be the
-/// largest x[i] (finite).
+/// (exp_shifted_f), then out[i] = double(x[i]) * (1 / sum_fixed(x, n)), for i < n. mx is the
+/// largest x[i]; a non-finite one (a +inf or NaN logit) makes every weight NaN, as a softmax
+/// in double did.
 void normalize_exp(float* x, int64_t n, float mx, double* out);
 
+/// out[0:n] = softmax over the rows i < n with pos[i] <= max_pos of (K[i] . q) * scale; the rows
+/// after max_pos get 0 (causal mask; pos == nullptr means nothing is masked). When every row is
+/// masked, out is all zero. prod: scratch of n floats. Same arithmetic as softmax_logits (the
+/// logits scaled in float, then normalize_exp).
 void causal_softmax(const store::RowSource& K, int64_t n, const int64_t* pos, int64_t max_pos,
                     const float* q, float scale, double* out, float* prod);
 

@@ -387,8 +387,8 @@ auto& grow(Vec& v, int64_t n) {
   return v;
 }
 
-// softmax(dots[0:n] * scale) into out[0:n]: the logits scaled and exponentiated in float (16
-// lanes against double's 8), the normaliser summed in double; the same arithmetic as the window
+// softmax(dots[0:n] * scale) into out[0:n]: the logits scaled and exponentiated in float (twice
+// the lanes of double's), the normaliser summed in double; the same arithmetic as the window
 // policies' causal_softmax (attention_window.hpp).
 thread_local Eigen::VectorXf t_prod;
 void softmax_of_dots(const float* dots, int64_t n, float scale, double* out) {

@@ -205,7 +205,8 @@ float row_dot(const store::RowSource& K, int64_t i, const float* q);
 void rows_times_keys(const store::RowSource& K, int64_t n, const float* P, int64_t R, float* L,
                      int64_t ld);
 
-/// Softmax of (K[0:n] @ q) * scale into out[0:n] (double accumulation of the normaliser).
+/// Softmax of (K[0:n] @ q) * scale into out[0:n]: exponentials in float, the normaliser
+/// accumulated in double (normalize_exp, attention_window.hpp).
 void softmax_logits(const store::RowSource& K, int64_t n, const float* q, float scale, double* out);
 
 /// Attention that drives a score-based method for one incoming token, over K[0:n]:

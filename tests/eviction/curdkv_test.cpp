@@ -239,8 +239,9 @@ TEST(Curdkv, FastAndReferenceMakeTheSameDecisions) {
 // reproduces the oracle's scores to 1e-7 and its decisions exactly. The bound is the attention
 // weights' precision, not the solver's: they are exponentiated in float (as the engine's own
 // attention is), and the oracle recomputes the enlarged block's softmax where the solver rescales
-// the scored one by 1 - a_new, so each weight differs by float rounding (~1e-7 relative); the
-// largest score gap measured is 2.7e-8 (it was under 1e-8 with the exponentials in double).
+// the scored one by 1 - a_new, so each weight differs by float rounding (~1e-7 relative at this
+// test's logits); the largest score gap measured is 2.7e-8 (it was under 1e-8 with the exponentials
+// in double).
 TEST(Curdkv, ExactSolverMatchesTheOracleWhenTheRankCapTruncates) {
   auto K = vqtest::random_tensor(1, 2, 120, 32, 11);
   auto V = vqtest::random_tensor(1, 2, 120, 32, 12);
