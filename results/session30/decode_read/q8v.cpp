@@ -2,7 +2,7 @@
 // (two blocks per VNNI dpbusd, codes + 128 against the levels, the offset taken out per block in
 // float), on one 512 x 2048 matrix (held in L2) and one 16384 x 8192 matrix (142 MB), each
 // repeated back to back; the best of 6 rounds. Build (after the project's build):
-//   g++ -O3 -march=native -std=c++20 -I include -I src results/session30/decode_read/q8v.cpp \
+//   g++ -O3 -march=native -std=c++20 -I include -I src results/session30/decode_read/q8v.cpp
 //       build/lib/libveloxquant.a -lzstd -lxxhash -lsentencepiece -lpcre2-8 -licuuc -lpthread -o
 //       q8v
 //   ./q8v 1 ; ./q8v 2      (threads)

@@ -1,7 +1,7 @@
 // Session 30: a plain read of the same 1.1 GB of matrices in several patterns (per matrix on the
 // pool's row pieces, or as one region per thread; with and without an 8 KB software prefetch;
 // one or two streams per thread), optionally on transparent huge pages (second argument 1).
-// Build: g++ -O3 -march=native -std=c++20 -I include -I src results/session30/decode_read/rd.cpp \
+// Build: g++ -O3 -march=native -std=c++20 -I include -I src results/session30/decode_read/rd.cpp
 //   build/lib/libveloxquant.a -lpthread -o rd ; ./rd 8 0
 #include <immintrin.h>
 #include <sys/mman.h>

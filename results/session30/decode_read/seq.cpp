@@ -3,7 +3,7 @@
 // up, down, then the output matrix: 1.1 GB of distinct random matrices) against a read of the
 // same matrices with the same row pieces, with and without an 8 KB software prefetch, all on the
 // library's thread pool; the best of `reps` passes. Build (after the project's build):
-//   g++ -O3 -march=native -std=c++20 -I include -I src results/session30/decode_read/seq.cpp \
+//   g++ -O3 -march=native -std=c++20 -I include -I src results/session30/decode_read/seq.cpp
 //       build/lib/libveloxquant.a -lzstd -lxxhash -lsentencepiece -lpcre2-8 -licuuc -lpthread -o
 //       seq
 //   ./seq 2 10      (threads, passes); ONEBUF=1 ./seq 2 10 copies the matrices into one
@@ -37,6 +37,7 @@ struct M {
   std::string name;
   std::vector<uint8_t> buf;
   WeightMatrix w;
+  size_t bytes() const { return w.row_bytes() * static_cast<uint64_t>(w.rows); }
 };
 int main(int argc, char** argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 2;
@@ -72,24 +73,20 @@ int main(int argc, char** argv) {
   double total = 0;
   for (auto& m : ms) {
     m.w.data = m.buf.data();
-    if (m.name != "big") total += m.buf.size();
+    if (m.name != "big") total += m.bytes();
   }
   if (getenv("ONEBUF")) {
     size_t sz = 0;
-    for (auto& m : ms) sz += (m.buf.size() + 4095) & ~size_t(4095);
+    for (auto& m : ms) sz += (m.bytes() + 4095) & ~size_t(4095);
     uint8_t* big = (uint8_t*)aligned_alloc(1 << 21, (sz + (1 << 21)) & ~size_t((1 << 21) - 1));
     parallel_for(sz >> 21, 1,
                  [&](int64_t b, int64_t e) { memset(big + (b << 21), 0, (e - b) << 21); });
     size_t off = 0;
     for (auto& m : ms) {
-      memcpy(big + off, m.buf.data(), m.buf.size());
+      memcpy(big + off, m.buf.data(), m.bytes());
       m.w.data = big + off;
-      std::vector<uint8_t>().swap(m.buf);
-      m.buf.resize(0);
-      off += (m.w.row_bytes() * m.w.rows + 4095) & ~size_t(4095);
-    }
-    for (auto& m : ms) {
-      (void)m;
+      std::vector<uint8_t>().swap(m.buf);  // the copy is the only one left
+      off += (m.bytes() + 4095) & ~size_t(4095);
     }
     printf("one buffer\n");
   }
@@ -121,13 +118,10 @@ int main(int argc, char** argv) {
     auto t0 = clk::now();
     for (auto& m : ms) {
       if (m.name == "big") continue;
-      size_t n = 0;
       const uint8_t* p = m.w.data;
-      n = m.w.row_bytes() * m.w.rows;
-      int64_t units = m.w.rows / 16;
-      parallel_for(units, std::max<int64_t>(1, (1 << 17) / (16 * m.w.cols)),
+      const size_t rb = m.w.row_bytes();
+      parallel_for(m.w.rows / 16, std::max<int64_t>(1, (1 << 17) / (16 * m.w.cols)),
                    [&](int64_t b, int64_t e) {
-                     size_t rb = n / m.w.rows;
                      if (pf)
                        readsum<true>(p + b * 16 * rb, (e - b) * 16 * rb);
                      else
@@ -139,12 +133,11 @@ int main(int argc, char** argv) {
   printf("read seq, 8 KB prefetch: %.2f ms %.1f GB/s; no prefetch: %.2f ms %.1f GB/s\n",
          bestr[1] * 1e3, total / bestr[1] / 1e9, bestr[0] * 1e3, total / bestr[0] / 1e9);
   printf("threads %d: seq %.2f ms %.1f GB/s; big %.2f ms %.1f GB/s\n", threads, best * 1e3,
-         total / best / 1e9, bestbig * 1e3,
-         (ms.back().w.row_bytes() * ms.back().w.rows) / bestbig / 1e9);
+         total / best / 1e9, bestbig * 1e3, ms.back().bytes() / bestbig / 1e9);
   for (auto& [n, t] : best_by) {
     double bytes = 0;
     for (auto& m : ms)
-      if (m.name == n) bytes += m.w.row_bytes() * m.w.rows;
+      if (m.name == n) bytes += m.bytes();
     printf("  %-5s %.2f ms %.1f GB/s\n", n.c_str(), t * 1e3, bytes / t / 1e9);
   }
 }
