@@ -49,16 +49,26 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
     const double gb = 1e9;
     if (o->json != "-") {
       std::printf(
-          "threads %d, stream copy %.2f GB/s (2 x %.0f MiB; %.2f before the rows, %.2f after: the "
+          "threads %d, stream copy %.2f GB/s (2 x %.0f MiB%s; %.2f before the rows, %.2f after: "
+          "the "
           "larger is the bound), stream read %.2f GB/s (%.2f before, %.2f after), fma peak %.1f "
           "GFLOP/s (%s)\n",
           lim.threads, lim.bandwidth / gb, lim.copy_bytes / (1024.0 * 1024.0),
-          lim.bandwidth_start / gb, lim.bandwidth_end / gb, lim.read_bandwidth / gb,
-          lim.read_start / gb, lim.read_end / gb, lim.fma_flops / gb, lim.fma_kernel.c_str());
-      for (const auto& m : res.models)
-        std::printf("model %s: %.3g params, %.1f MiB of weights, built in %.1f s\n",
-                    m.weights.c_str(), m.params, m.weight_bytes / (1024.0 * 1024.0),
-                    m.build_seconds);
+          lim.huge_pages ? " on 2 MiB pages" : "", lim.bandwidth_start / gb, lim.bandwidth_end / gb,
+          lim.read_bandwidth / gb, lim.read_start / gb, lim.read_end / gb, lim.fma_flops / gb,
+          lim.fma_kernel.c_str());
+      for (const auto& m : res.models) {
+        const std::string huge =
+            m.huge_page_bytes < 0
+                ? std::string("unknown")
+                : std::to_string(static_cast<int64_t>(m.huge_page_bytes / (1024.0 * 1024.0))) +
+                      " MiB";
+        std::printf(
+            "model %s: %.3g params, %.1f MiB of weights (%s on 2 MiB pages), built in "
+            "%.1f s\n",
+            m.weights.c_str(), m.params, m.weight_bytes / (1024.0 * 1024.0), huge.c_str(),
+            m.build_seconds);
+      }
     }
     Table t({"weights", "row", "method", "context", "tok/s", "rounds' tok/s", "MB/token", "GFLOP/s",
              "bound ratio", "read ratio", "vs full", "goal", "met"});
@@ -118,7 +128,8 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
       jmodels.push_back({{"weights", m.weights},
                          {"params", m.params},
                          {"weight_bytes", m.weight_bytes},
-                         {"build_seconds", m.build_seconds}});
+                         {"build_seconds", m.build_seconds},
+                         {"huge_page_bytes", m.huge_page_bytes}});
     if (!o->json.empty())
       write_json(o->json, nlohmann::json{{"benchmark", "engine"},
                                          {"shape", o->e.shape},
@@ -128,6 +139,7 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
                                          {"limits",
                                           {{"threads", lim.threads},
                                            {"copy_array_bytes", lim.copy_bytes},
+                                           {"huge_pages", lim.huge_pages},
                                            {"stream_copy_bytes_per_s", lim.bandwidth},
                                            {"stream_copy_start_bytes_per_s", lim.bandwidth_start},
                                            {"stream_copy_end_bytes_per_s", lim.bandwidth_end},

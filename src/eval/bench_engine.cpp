@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <new>
 
+#include "core/large_buffer.hpp"
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 #include "veloxquant/errors.hpp"
@@ -178,21 +178,13 @@ constexpr double kFlopPerIter = 64 * 2;
 
 }  // namespace
 
-namespace {
-// n bytes, 64-byte aligned, uninitialized (the bandwidth arrays: first touched on the pool).
-using AlignedBytes = std::unique_ptr<uint8_t, void (*)(uint8_t*)>;
-AlignedBytes aligned_bytes(size_t n) {
-  constexpr std::align_val_t kAl{64};
-  return AlignedBytes(static_cast<uint8_t*>(::operator new(n, kAl)),
-                      [](uint8_t* p) { ::operator delete(p, kAl); });
-}
-}  // namespace
-
 double measure_copy_bandwidth(int64_t bytes_per_array, double min_seconds) {
   VQ_CHECK(bytes_per_array >= (int64_t{1} << 20), InvalidArgument, "copy array of ",
            bytes_per_array, " bytes is below 1 MiB");
   const auto n = static_cast<size_t>(bytes_per_array);
-  const AlignedBytes a = aligned_bytes(n), b = aligned_bytes(n);
+  // The arrays live in the same kind of memory as the weights (core/large_buffer.hpp), so that the
+  // bound is the machine's on the pages decode reads.
+  const LargeBuffer a = allocate_large(n), b = allocate_large(n);
   constexpr int64_t kChunk = int64_t{1} << 21;
   const int64_t chunks = (bytes_per_array + kChunk - 1) / kChunk;
   // dst[i] = src[i] (or memset to `fill` when src is null), chunks spread over the pool.
@@ -206,15 +198,15 @@ double measure_copy_bandwidth(int64_t bytes_per_array, double min_seconds) {
     });
   };
   // First touch on every thread (untimed), then timed copies back and forth; the best one counts.
-  copy(a.get(), nullptr, 1);
-  copy(b.get(), nullptr, 2);
+  copy(a.data.get(), nullptr, 1);
+  copy(b.data.get(), nullptr, 2);
   double best = 1e300, total = 0;
   for (int rep = 0; rep < 3 || total < min_seconds; ++rep) {
     const auto t0 = Clock::now();
     if (rep % 2)
-      copy(a.get(), b.get(), 0);
+      copy(a.data.get(), b.data.get(), 0);
     else
-      copy(b.get(), a.get(), 0);
+      copy(b.data.get(), a.data.get(), 0);
     const double s = since(t0);
     best = std::min(best, s);
     total += s;
@@ -227,8 +219,8 @@ double measure_read_bandwidth(int64_t bytes, double min_seconds) {
   VQ_CHECK(bytes >= (int64_t{1} << 20), InvalidArgument, "read array of ", bytes,
            " bytes is below 1 MiB");
   const int64_t words = bytes / 8;
-  const AlignedBytes buf = aligned_bytes(static_cast<size_t>(words) * 8);
-  uint64_t* const a = reinterpret_cast<uint64_t*>(buf.get());
+  const LargeBuffer buf = allocate_large(static_cast<size_t>(words) * 8);
+  uint64_t* const a = reinterpret_cast<uint64_t*>(buf.data.get());
   // Pieces of 2 MiB, each thread on its own region of them (core/thread_pool.hpp); each piece
   // sums its words in eight independent lanes (the compiler's vector adds), kept in `sink` so
   // that the reads cannot be dropped.
@@ -314,6 +306,7 @@ EngineBenchResult run_engine_bench(const EngineBenchOptions& opt) {
   EngineBenchResult res;
   EngineLimits& lim = res.limits;
   lim.threads = thread_count();
+  lim.huge_pages = huge_pages_enabled();
   say("stream copy");
   lim.copy_bytes = opt.shape == "tiny" ? double(int64_t{1} << 24) : double(int64_t{1} << 28);
   const double copy_seconds = opt.shape == "tiny" ? 0.05 : 1.0;
@@ -326,11 +319,15 @@ EngineBenchResult run_engine_bench(const EngineBenchOptions& opt) {
   for (size_t wi = 0; wi < types.size(); ++wi) {
     const std::string& wname = opt.weights[wi];
     say("building the " + opt.shape + " model in " + wname);
+    const int64_t huge_before = resident_huge_bytes();
     const auto tb = Clock::now();
     const Model model = Model::random_typed(config, types[wi], opt.seed);
     EngineModelInfo info;
     info.weights = wname;
     info.build_seconds = since(tb);
+    const int64_t huge_after = resident_huge_bytes();
+    if (huge_before >= 0 && huge_after >= 0)
+      info.huge_page_bytes = static_cast<double>(std::max<int64_t>(0, huge_after - huge_before));
     info.weight_bytes = static_cast<double>(model.weight_bytes());
     for (const auto& name : model.weights()->names())
       info.params += static_cast<double>(model.weights()->get(name).numel());

@@ -52,6 +52,9 @@ struct EngineLimits {
   double bandwidth_end = 0;    ///< the copy measured again after the last row
   double read_bandwidth = 0;   ///< bytes/s read: the larger of the read before and after the rows
   double read_start = 0, read_end = 0;
+  /// The copy and read arrays, like the weights, were asked for on 2 MiB pages
+  /// (core/large_buffer.hpp; VQ_HUGE_PAGES=0 turns that off for all of them).
+  bool huge_pages = false;
   double fma_flops = 0;    ///< FLOP/s
   std::string fma_kernel;  ///< "avx512-fma", "avx2-fma" or "scalar"
 };
@@ -84,6 +87,9 @@ struct EngineModelInfo {
   double params = 0;        ///< values in all weight tensors
   double weight_bytes = 0;  ///< bytes of all weight tensors as allocated
   double build_seconds = 0;
+  /// How much more of the process's memory sat on 2 MiB pages after the build than before it
+  /// (the weights' share, core/large_buffer.hpp); -1 where the system does not say.
+  double huge_page_bytes = -1;
 };
 
 struct EngineBenchResult {

@@ -1,10 +1,10 @@
 // Model::random_typed: random Llama weights generated and quantized in memory, row by row.
 #include <cmath>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
+#include "core/large_buffer.hpp"
 #include "core/rng.hpp"
 #include "core/thread_pool.hpp"
 #include "veloxquant/errors.hpp"
@@ -53,7 +53,7 @@ Model Model::random_typed(const ModelConfig& config, GgmlType type, uint64_t see
   a.tied_output = config.shared_classifier;
   a.rope_layout = RopeLayout::AdjacentPairs;
 
-  // Every tensor with its place in one 64-byte-aligned buffer.
+  // Every tensor with its place in one buffer, each at a multiple of 64 bytes.
   std::vector<Planned> plan;
   const int64_t dim = config.dim, kv = config.kv_dim(), hid = config.hidden_dim;
   auto add = [&](std::string name, int64_t rows, int64_t cols, bool norm) {
@@ -81,9 +81,8 @@ Model Model::random_typed(const ModelConfig& config, GgmlType type, uint64_t see
     p.offset = total;
     total += (p.bytes + kAlign - 1) / kAlign * kAlign;
   }
-  std::shared_ptr<uint8_t> buf(
-      static_cast<uint8_t*>(::operator new (total, std::align_val_t{kAlign})),
-      [](uint8_t* p) { ::operator delete (p, std::align_val_t{kAlign}); });
+  // On huge pages where the system gives them (core/large_buffer.hpp): decode streams it whole.
+  const std::shared_ptr<uint8_t> buf = allocate_large(static_cast<size_t>(total)).data;
 
   // Row r of tensor t comes from its own generator, so pieces can run on any thread.
   const double half_width = static_cast<double>(scale) * std::sqrt(3.0);
