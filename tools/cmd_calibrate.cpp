@@ -35,12 +35,14 @@ void register_calibrate(CLI::App& app, Globals& g) {
       "variances and the measured quantization error per component and bit width; use it with "
       "kvtc:basis=FILE");
   struct Opts {
+    std::string load = "map";
     std::string model, tokenizer, text, text_ids, out, json, rope = "post";
     int64_t max_tokens = kDefaultCalibTokens, skip_tokens = 0, chunk_tokens = 128;
     bool shared_heads = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, kModelHelp);
+  add_load_option(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
   auto* text_opt =
       cmd->add_option("--text", o->text, "calibration text (default: tinystories-val.txt)");
@@ -68,7 +70,7 @@ void register_calibrate(CLI::App& app, Globals& g) {
                     {"--text", o->text},
                     {"--text-ids", o->text_ids}},
                    {{"--out", o->out}, {"--json", o->json}});
-    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty(), o->load);
     const std::string& model_path = lm.model_path;
     const vq::Model& model = lm.model;
     std::string text_path;

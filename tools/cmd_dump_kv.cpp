@@ -14,11 +14,13 @@ void register_dump_kv(CLI::App& app, Globals& g) {
       "dump-kv",
       "Run a model over text and write its KV cache as .npy [L, 2, H_kv, S, D] (K then V)");
   struct Opts {
+    std::string load = "map";
     std::string model, tokenizer, text, prompt, text_ids, out, dtype = "float32", json;
     int64_t tokens = 256, skip = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, kModelHelp);
+  add_load_option(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
   auto* to = cmd->add_option("--text", o->text, "text file to read (default: tinystories-val.txt)");
   auto* po = cmd->add_option("--prompt", o->prompt, "literal text instead of --text");
@@ -44,7 +46,7 @@ void register_dump_kv(CLI::App& app, Globals& g) {
                     {"--text", o->text},
                     {"--text-ids", o->text_ids}},
                    {{"--out", o->out}, {"--json", o->json}});
-    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty(), o->load);
     const vq::Model& model = lm.model;
     const vq::ModelConfig& mc = model.config();
     const int64_t want = std::min(o->tokens, mc.seq_len);

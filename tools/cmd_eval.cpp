@@ -234,6 +234,7 @@ void register_eval(CLI::App& app, Globals& g) {
       "perplexity, bytes held per token, speed. With no options: stories260K + tok512 on "
       "tinystories-val.txt with the default method set");
   struct Opts {
+    std::string load = "map";
     std::string model, tokenizer, text, text_ids, methods, json, plot,
         protocol = "decode", ratios = "0.25,0.5,0.75,0.875";
     int64_t context = 0, continuation = 0;
@@ -243,6 +244,7 @@ void register_eval(CLI::App& app, Globals& g) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, kModelHelp);
+  add_load_option(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
   auto* text_opt =
       cmd->add_option("--text", o->text, "evaluation text (default: tinystories-val.txt)");
@@ -300,7 +302,7 @@ void register_eval(CLI::App& app, Globals& g) {
                     {"--text-ids", o->text_ids}},
                    {{"--json", o->json}, {"--plot", o->plot}});
     const std::string plot_script = o->plot.empty() ? std::string() : check_plot_ready();
-    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty(), o->load);
     const std::string& model_path = lm.model_path;
     const std::string& tok_path = lm.tokenizer_path;
     const vq::Model& model = lm.model;

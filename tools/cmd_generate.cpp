@@ -13,6 +13,7 @@ void register_generate(CLI::App& app, Globals& g) {
   auto* cmd = app.add_subcommand(
       "generate", "Generate text with a model; every layer's KV cache uses --method");
   struct Opts {
+    std::string load = "map";
     std::string model, tokenizer, prompt, text_ids, method = "full";
     int64_t steps = 256;
     float temperature = 0.0f;
@@ -21,6 +22,7 @@ void register_generate(CLI::App& app, Globals& g) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, kModelHelp);
+  add_load_option(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
   auto* po =
       cmd->add_option("--prompt", o->prompt, "text to continue (default: start from BOS alone)");
@@ -42,7 +44,7 @@ void register_generate(CLI::App& app, Globals& g) {
   add_threads_option(cmd);
   cmd->callback([o, &g] {
     const vq::CacheConfig cfg = vq::CacheConfig::parse(o->method);
-    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty(), o->load);
     const std::string& model_path = lm.model_path;
     const vq::Model& model = lm.model;
     check_calibrations({o->method}, model_path, o->allow_foreign, g);

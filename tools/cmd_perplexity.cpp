@@ -14,6 +14,7 @@ void register_perplexity(CLI::App& app, Globals& g) {
       "Teacher-forced perplexity of BOS + the encoded text (split into context-length windows, "
       "each starting with BOS)");
   struct Opts {
+    std::string load = "map";
     std::string model, tokenizer, text_file, text_string, text_ids, method = "full", json;
     int64_t max_tokens = 0, prefill = 0;
     uint64_t seed = 0;
@@ -21,6 +22,7 @@ void register_perplexity(CLI::App& app, Globals& g) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, kModelHelp);
+  add_load_option(cmd, o->load);
   cmd->add_option("--tokenizer", o->tokenizer, kTokenizerHelp);
   auto* tf = cmd->add_option("--text", o->text_file, "file holding the text");
   auto* ts = cmd->add_option("--text-string", o->text_string, "the text itself");
@@ -57,7 +59,7 @@ void register_perplexity(CLI::App& app, Globals& g) {
     VQ_CHECK(!o->text_file.empty() || !o->text_string.empty() || !o->text_ids.empty(),
              vq::InvalidArgument, "perplexity needs --text FILE, --text-string S or --text-ids F");
     const vq::CacheConfig cfg = vq::CacheConfig::parse(o->method);
-    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty());
+    const LoadedModel lm = load_model(o->model, o->tokenizer, o->text_ids.empty(), o->load);
     const std::string& model_path = lm.model_path;
     const vq::Model& model = lm.model;
     check_calibrations({o->method}, model_path, o->allow_foreign, g);

@@ -53,16 +53,30 @@ inline constexpr const char* kTokenizerHelp =
 inline constexpr const char* kTextIdsHelp =
     "pre-tokenized input instead of text: a 1-D .npy of int32 (or int64) token ids";
 
+/// Help text of --load, the same for every model command.
+inline constexpr const char* kLoadHelp =
+    "how a .gguf / Hugging Face model's files come into memory: map (mmap, instant and shared "
+    "with other processes) or copy (read into this process's memory on 2 MiB pages where the "
+    "system gives them: slower to open, faster decode); a llama2.c .bin is always read";
+
+/// --load map|copy (default map).
+inline void add_load_option(CLI::App* cmd, std::string& load) {
+  cmd->add_option("--load", load, kLoadHelp)
+      ->check(CLI::IsMember({"map", "copy"}))
+      ->capture_default_str();
+}
+
 /// A model with its tokenizer (the library's TextModel).
 using LoadedModel = vq::TextModel;
 
 /// Load --model (or the default model) and its tokenizer: --tokenizer when given, else the one
 /// inside a .gguf / Hugging Face directory, else (a .bin) the tokNNN.bin matching its vocabulary.
 /// With need_tokenizer = false (the input is --text-ids) a tokenizer that cannot be found is
-/// not an error (tok stays null).
+/// not an error (tok stays null). `load`: --load's value ("map" or "copy").
 inline LoadedModel load_model(const std::string& model_arg, const std::string& tok_arg,
-                              bool need_tokenizer) {
-  return vq::TextModel::open(resolve_model(model_arg), tok_arg, need_tokenizer);
+                              bool need_tokenizer, const std::string& load = "map") {
+  return vq::TextModel::open(resolve_model(model_arg), tok_arg, need_tokenizer,
+                             vq::parse_file_load(load));
 }
 
 /// Token ids from a .npy (1-D, int32 or int64), each checked against the vocabulary.

@@ -159,8 +159,9 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  /// Map and validate `path`. Throws IoError / FormatError (message starts with the path).
-  static GgufFile open(const std::string& path);
+  /// Map (or, FileLoad::Copy, read) and validate `path`. Throws IoError / FormatError (message
+  /// starts with the path).
+  static GgufFile open(const std::string& path, FileLoad how = FileLoad::Map);
   /// Validate bytes already in memory (`file` keeps them alive).
   static GgufFile parse(std::shared_ptr<const MappedFile> file);
 

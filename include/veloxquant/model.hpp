@@ -117,8 +117,10 @@ class Model {
   /// Any supported model: a directory is a Hugging Face checkpoint, a file starting with "GGUF"
   /// a GGUF model, anything else a llama2.c checkpoint (load). Refusals as in load() and
   /// ModelWeights::open(); a model whose weights need more bytes than the machine's physical
-  /// memory is refused (InvalidArgument naming both).
-  static Model open(const std::string& path);
+  /// memory is refused (InvalidArgument naming both). `how` says how a GGUF / Hugging Face
+  /// model's files come into memory (veloxquant/mapped_file.hpp); a llama2.c checkpoint is always
+  /// read and converted.
+  static Model open(const std::string& path, FileLoad how = FileLoad::Map);
   /// Wrap GGUF / Hugging Face weights (kept in their stored type and memory map). FormatError
   /// when the shapes are outside what the engine runs (head_dim != dim / n_heads, no context
   /// length, a rope_freqs.weight of the wrong size).

@@ -21,6 +21,7 @@
 
 #include "veloxquant/gguf.hpp"
 #include "veloxquant/hf_config.hpp"
+#include "veloxquant/mapped_file.hpp"
 
 namespace vq {
 
@@ -58,7 +59,9 @@ class ModelWeights {
   /// A .gguf file, or a Hugging Face directory (config.json + model.safetensors or an index).
   /// FormatError for an unsupported architecture (named, with the supported list), a missing
   /// tensor or one of the wrong shape (named, with both shapes), or any reader refusal.
-  static ModelWeights open(const std::string& path);
+  /// `how`: the files are memory-mapped (default) or read into memory on huge pages
+  /// (veloxquant/mapped_file.hpp).
+  static ModelWeights open(const std::string& path, FileLoad how = FileLoad::Map);
   /// Weights made in memory (Model::random_typed): `tensors` by canonical name, their bytes kept
   /// alive by `owner`. Every tensor open() requires for `config` must be present with its shape
   /// (FormatError naming it otherwise); `label` stands in for the path in messages.

@@ -37,7 +37,7 @@ struct SafetensorsTensor {
 /// One .safetensors file.
 class SafetensorsFile {
  public:
-  static SafetensorsFile open(const std::string& path);
+  static SafetensorsFile open(const std::string& path, FileLoad how = FileLoad::Map);
   static SafetensorsFile parse(std::shared_ptr<const MappedFile> file);
 
   const std::string& path() const { return file_->path(); }
@@ -61,8 +61,9 @@ class SafetensorsFile {
 class SafetensorsModel {
  public:
   /// `path`: a .safetensors file, a model.safetensors.index.json, or a directory holding
-  /// model.safetensors or model.safetensors.index.json.
-  static SafetensorsModel open(const std::string& path);
+  /// model.safetensors or model.safetensors.index.json. `how` applies to every shard (the index
+  /// itself is always mapped).
+  static SafetensorsModel open(const std::string& path, FileLoad how = FileLoad::Map);
 
   const std::vector<SafetensorsFile>& shards() const { return shards_; }
   /// Every tensor name, sorted.

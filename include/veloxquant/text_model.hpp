@@ -33,9 +33,10 @@ struct TextModel {
   /// a directory), else the vocabulary inside the .gguf / directory, else (a .bin) the tokNNN.bin
   /// matching its vocabulary size from the model search directories. With need_tokenizer = false
   /// a default tokenizer that cannot be found or read is not an error (tok stays null).
-  /// InvalidArgument when the tokenizer's size does not fit the model's vocabulary.
+  /// InvalidArgument when the tokenizer's size does not fit the model's vocabulary. `how`:
+  /// Model::open's.
   static TextModel open(const std::string& model_path, const std::string& tokenizer_path = "",
-                        bool need_tokenizer = true);
+                        bool need_tokenizer = true, FileLoad how = FileLoad::Map);
 
   /// The token every evaluation window starts with: the tokenizer's BOS (its EOS when it has no
   /// BOS, as Qwen2's vocabularies), llama2.c's 1 for a .bin model without a tokenizer.

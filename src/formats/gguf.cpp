@@ -324,8 +324,8 @@ int64_t GgufTensorInfo::numel() const {
   return n;
 }
 
-GgufFile GgufFile::open(const std::string& path) {
-  auto file = MappedFile::open(path);
+GgufFile GgufFile::open(const std::string& path, FileLoad how) {
+  auto file = MappedFile::open(path, how);
   try {
     return parse(std::move(file));
   } catch (const FormatError& e) {

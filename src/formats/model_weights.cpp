@@ -124,7 +124,7 @@ void require_tensors(const ModelWeights& w, const std::string& path) {
 
 }  // namespace
 
-ModelWeights ModelWeights::open(const std::string& path) {
+ModelWeights ModelWeights::open(const std::string& path, FileLoad how) {
   namespace fs = std::filesystem;
   ModelWeights w;
   w.path_ = path;
@@ -133,7 +133,7 @@ ModelWeights ModelWeights::open(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     const HfModelConfig h = HfModelConfig::load(path);
-    w.holder_->st = std::make_unique<SafetensorsModel>(SafetensorsModel::open(path));
+    w.holder_->st = std::make_unique<SafetensorsModel>(SafetensorsModel::open(path, how));
     c.architecture = h.model_type == "qwen2" ? "qwen2" : "llama";
     c.dim = h.hidden_size;
     c.n_layers = h.num_hidden_layers;
@@ -160,7 +160,7 @@ ModelWeights ModelWeights::open(const std::string& path) {
     }
     c.tied_output = h.tie_word_embeddings || !w.tensors_.count("output.weight");
   } else {
-    w.holder_->gguf = std::make_unique<GgufFile>(GgufFile::open(path));
+    w.holder_->gguf = std::make_unique<GgufFile>(GgufFile::open(path, how));
     const GgufFile& g = *w.holder_->gguf;
     const std::string arch = g.architecture();
     VQ_CHECK(arch == "llama" || arch == "qwen2", FormatError, path, ": architecture '", arch,

@@ -75,8 +75,8 @@ int64_t SafetensorsTensor::numel() const {
   return n;
 }
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
-  auto file = MappedFile::open(path);
+SafetensorsFile SafetensorsFile::open(const std::string& path, FileLoad how) {
+  auto file = MappedFile::open(path, how);
   try {
     return parse(std::move(file));
   } catch (const FormatError& e) {
@@ -192,7 +192,7 @@ std::vector<float> SafetensorsFile::to_float(const SafetensorsTensor& t) const {
 
 // ------------------------------------------------------------------------------------------------
 
-SafetensorsModel SafetensorsModel::open(const std::string& path) {
+SafetensorsModel SafetensorsModel::open(const std::string& path, FileLoad how) {
   namespace fs = std::filesystem;
   fs::path p(path);
   std::error_code ec;
@@ -228,7 +228,7 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
                " is not a plain file name in the index's directory");
       if (!shard_of_file.count(fname)) {
         shard_of_file[fname] = m.shards_.size();
-        m.shards_.push_back(SafetensorsFile::open((p.parent_path() / fname).string()));
+        m.shards_.push_back(SafetensorsFile::open((p.parent_path() / fname).string(), how));
       }
       wanted.emplace_back(it.key(), fname);
     }
@@ -248,7 +248,7 @@ SafetensorsModel SafetensorsModel::open(const std::string& path) {
                ": tensor ", name, " is listed in ", fname, " but that shard does not hold it");
     }
   } else {
-    m.shards_.push_back(SafetensorsFile::open(ps));
+    m.shards_.push_back(SafetensorsFile::open(ps, how));
     const auto& ts = m.shards_[0].tensors();
     for (size_t k = 0; k < ts.size(); ++k) m.where_[ts[k].name] = {0, k};
   }

@@ -59,10 +59,10 @@ bool starts_with_gguf(const std::string& path) {
 
 }  // namespace
 
-Model Model::open(const std::string& path) {
+Model Model::open(const std::string& path, FileLoad how) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec) || starts_with_gguf(path)) {
-    Model m = from_weights(ModelWeights::open(path));
+    Model m = from_weights(ModelWeights::open(path, how));
     check_fits(path, m.weight_bytes());
     return m;
   }

@@ -9,10 +9,10 @@
 namespace vq {
 
 TextModel TextModel::open(const std::string& model_path, const std::string& tokenizer_path,
-                          bool need_tokenizer) {
+                          bool need_tokenizer, FileLoad how) {
   TextModel m;
   m.model_path = model_path;
-  m.model = Model::open(model_path);
+  m.model = Model::open(model_path, how);
   const int64_t V = m.model.config().vocab_size;
   std::string tp = tokenizer_path;
   if (tp.empty() && m.model.is_checkpoint()) {

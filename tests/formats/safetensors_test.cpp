@@ -173,6 +173,11 @@ TEST(Safetensors, ShardedIndex) {
   EXPECT_EQ(m.shards().size(), 2u);
   EXPECT_EQ(m.names(), (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(m.to_float("y"), (std::vector<float>{3}));
+  // Read into memory instead of mapped: every shard, the same values.
+  const vq::SafetensorsModel mc = vq::SafetensorsModel::open(d.p.string(), vq::FileLoad::Copy);
+  ASSERT_EQ(mc.shards().size(), 2u);
+  EXPECT_EQ(mc.to_float("x"), (std::vector<float>{1, 2}));
+  EXPECT_EQ(mc.to_float("y"), (std::vector<float>{3}));
   EXPECT_EQ(m.total_bytes(), 12u);
   EXPECT_THROW(m.tensor("z"), vq::FormatError);
 

@@ -76,6 +76,15 @@ TEST(CliModel, GgufModelAndTextIds) {
   CliRun g = run_cli("generate --model '" + gguf + "' --steps 20");
   ASSERT_EQ(g.status, 0) << g.out;
   EXPECT_EQ(g.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << g.out;
+  // --load copy reads the file into memory: the same text; an unknown way is refused, named.
+  CliRun gm = run_cli("-q generate --model '" + gguf + "' --steps 20 --load map");
+  CliRun gc = run_cli("-q generate --model '" + gguf + "' --steps 20 --load copy");
+  ASSERT_EQ(gc.status, 0) << gc.out;
+  EXPECT_EQ(gm.status, 0) << gm.out;
+  EXPECT_EQ(gc.out, gm.out);
+  CliRun gb = run_cli("generate --model '" + gguf + "' --steps 20 --load mmap");
+  EXPECT_NE(gb.status, 0) << gb.out;
+  EXPECT_NE(gb.out.find("mmap"), std::string::npos) << gb.out;
 
   const std::string s = " --text-string 'Once upon a time there was a big dog.'";
   vqtest::TempFile jb("cli_ppl_bin.json"), jg("cli_ppl_gguf.json"), ji("cli_ppl_ids.json");

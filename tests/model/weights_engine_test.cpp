@@ -74,6 +74,9 @@ TEST(WeightsEngine, GgufGivesTheLogitsOfTheBin) {
     const double err = rel_err(lb, la);
     std::printf("%s: .gguf vs .bin logits, max relative difference %.3g\n", stem, err);
     EXPECT_LE(err, 1e-6) << stem;
+    // The file read into memory instead of mapped: the same bits.
+    const vq::Model c = vq::Model::open(gguf, vq::FileLoad::Copy);
+    EXPECT_EQ(run(c, toks, "full"), lb) << stem;
   }
 }
 
