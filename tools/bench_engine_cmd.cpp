@@ -49,14 +49,13 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
     const double gb = 1e9;
     if (o->json != "-") {
       std::printf(
-          "threads %d, stream copy %.2f GB/s (2 x %.0f MiB%s; %.2f before the rows, %.2f after: "
-          "the "
-          "larger is the bound), stream read %.2f GB/s (%.2f before, %.2f after), fma peak %.1f "
-          "GFLOP/s (%s)\n",
+          "threads %d, stream copy %.2f GB/s (2 x %.0f MiB%s; %.2f before the rows, %.2f "
+          "after: the larger is the bound), stream read %.2f GB/s (%.2f before, %.2f after), "
+          "fma peak %.1f GFLOP/s (%s)\n",
           lim.threads, lim.bandwidth / gb, lim.copy_bytes / (1024.0 * 1024.0),
-          lim.huge_pages ? " on 2 MiB pages" : "", lim.bandwidth_start / gb, lim.bandwidth_end / gb,
-          lim.read_bandwidth / gb, lim.read_start / gb, lim.read_end / gb, lim.fma_flops / gb,
-          lim.fma_kernel.c_str());
+          lim.huge_pages ? " advised for 2 MiB pages" : "", lim.bandwidth_start / gb,
+          lim.bandwidth_end / gb, lim.read_bandwidth / gb, lim.read_start / gb, lim.read_end / gb,
+          lim.fma_flops / gb, lim.fma_kernel.c_str());
       for (const auto& m : res.models) {
         const std::string huge =
             m.huge_page_bytes < 0

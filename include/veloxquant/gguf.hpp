@@ -1,4 +1,5 @@
-// GGUF model files (llama.cpp's format, versions 2 and 3, little-endian), memory-mapped.
+// GGUF model files (llama.cpp's format, versions 2 and 3, little-endian), memory-mapped or read
+// into memory (FileLoad, veloxquant/mapped_file.hpp).
 //
 // Layout: magic "GGUF", uint32 version, uint64 tensor count, uint64 metadata count, the metadata
 // key/values, the tensor infos, padding to `general.alignment` (default 32), then the tensor data.

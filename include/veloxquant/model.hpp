@@ -2,7 +2,8 @@
 //
 //   Model      a llama2.c "legacy" checkpoint (header of 7 int32, then fp32 tensors), validated;
 //              or (Model::open) a GGUF file / Hugging Face directory read through ModelWeights,
-//              its matrices left in their stored type (F32 ... Q6_K) in the memory map
+//              its matrices left in their stored type (F32 ... Q6_K) in the memory map (or the
+//              file's copy in memory, FileLoad::Copy)
 //   Tokenizer  the llama2.c tokenizer.bin format, with llama2.c / sentencepiece-style encode
 //   Engine     forward pass with fp32 activations (RMSNorm, RoPE on adjacent pairs or half-split,
 //              GQA, SwiGLU, optional q/k/v biases); matrices multiplied in their stored type by
@@ -121,7 +122,8 @@ class Model {
   /// model's files come into memory (veloxquant/mapped_file.hpp); a llama2.c checkpoint is always
   /// read and converted.
   static Model open(const std::string& path, FileLoad how = FileLoad::Map);
-  /// Wrap GGUF / Hugging Face weights (kept in their stored type and memory map). FormatError
+  /// Wrap GGUF / Hugging Face weights (kept in their stored type, where the file's bytes are:
+  /// the memory map or its copy). FormatError
   /// when the shapes are outside what the engine runs (head_dim != dim / n_heads, no context
   /// length, a rope_freqs.weight of the wrong size).
   static Model from_weights(ModelWeights weights);

@@ -1,7 +1,8 @@
 // One loader API over GGUF files and Hugging Face safetensors checkpoints, for the inference
 // engine: the architecture's hyper-parameters, and every weight by a canonical (GGUF-style) name
 // with its stored type, row-major shape, raw bytes and a dequantize-to-fp32 routine. Weights stay
-// in the memory map in their stored type; nothing is converted until asked.
+// in the memory map (or the file's copy in memory, FileLoad::Copy) in their stored type; nothing
+// is converted until asked.
 //
 // Canonical names (llama.cpp's): token_embd.weight, output_norm.weight, output.weight (absent when
 // tied), blk.N.{attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm, ffn_gate, ffn_up,
@@ -47,7 +48,7 @@ struct WeightTensor {
   std::string source;             ///< name in the file
   GgmlType type = GgmlType::F32;  ///< F32 / F16 / BF16 for safetensors
   std::vector<int64_t> shape;     ///< row-major: [rows, row length]
-  const uint8_t* data = nullptr;  ///< inside the memory map
+  const uint8_t* data = nullptr;  ///< inside the memory map (or the file's copy)
   uint64_t bytes = 0;
   int64_t numel() const;
   /// All values as fp32.

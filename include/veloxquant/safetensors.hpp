@@ -1,5 +1,5 @@
 // Hugging Face safetensors files (single file or sharded through model.safetensors.index.json),
-// memory-mapped, dtypes F32 / F16 / BF16.
+// memory-mapped or read into memory (FileLoad), dtypes F32 / F16 / BF16.
 //
 // Layout: uint64 little-endian N, then N bytes of JSON {"name": {"dtype", "shape", "data_offsets":
 // [begin, end]}, ..., "__metadata__": {string: string}}, then the data; offsets count from the

@@ -1,5 +1,6 @@
 // A model together with its tokenizer, and text generation on top of Engine: what the CLI's model
-// commands, the Python module and the C API share.
+// commands, the Python module and the C API share (the way the files are loaded, FileLoad, is
+// the CLI's --load; the Python module and the C API map them).
 //
 //   TextModel m = TextModel::open("stories260K.gguf");     // the vocabulary inside the file
 //   TextModel b = TextModel::open("stories260K.bin");      // tok512.bin found by vocabulary size

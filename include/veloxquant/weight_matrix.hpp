@@ -1,7 +1,7 @@
 // A weight matrix as the inference engine reads it: `rows` rows of `cols` values each, stored
 // back to back in one ggml type (F32, F16, BF16, or a block quantization such as Q8_0 or Q4_K),
-// row r starting at data + r * row_bytes. The bytes are not owned (a memory map or a Model's
-// buffer keeps them alive). Kernels over it are in src/kernels/matmul.hpp.
+// row r starting at data + r * row_bytes. The bytes are not owned (a memory map, a file's copy
+// or a Model's buffer keeps them alive). Kernels over it are in src/kernels/matmul.hpp.
 #pragma once
 
 #include <cstdint>

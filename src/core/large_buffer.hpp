@@ -4,15 +4,18 @@
 //
 // With 4 KiB pages, a sweep over a gigabyte touches a quarter of a million pages, far more than
 // the TLB maps, so every new page costs a page walk; in a virtual machine each walk is itself
-// two-dimensional. Mapping the array with 2 MiB pages removes nearly all of them: on the 2-core
-// VM these numbers come from, a two-thread read of 1 GiB went from 51-53 to 58-61 GB/s and Q8_0
-// decode of a 1B-shaped model from 39-42 to 48-49 tok/s (docs/eval.md).
+// two-dimensional. Mapping the array with 2 MiB pages removes nearly all of them. On the 2-core
+// VM these numbers come from (docs/eval.md, session 31): a two-thread read of 1 GiB went from
+// 50.8-54.4 to 57.8-60.9 GB/s, and two copies of one 1B-shaped Q8_0 model in one process, taking
+// turns, decoded 1.01-1.24x faster on huge pages.
 //
-// On Linux, arrays of at least kHugePageBytes are placed on a 2 MiB boundary, sized to a whole
-// number of 2 MiB pages, and advised with madvise(MADV_HUGEPAGE): the kernel then backs them with
-// transparent huge pages when its setting is `always` or `madvise` and it has free 2 MiB frames.
-// Elsewhere, or for smaller arrays, this is an ordinary 64-byte-aligned allocation. The advice
-// changes where bytes live, never their values.
+// On Linux, an array of at least kHugePageBytes gets a mapping of its own, on a 2 MiB boundary
+// and a whole number of 2 MiB pages long, advised with madvise(MADV_HUGEPAGE): the kernel backs
+// it with transparent huge pages when its setting is `always` or `madvise` and it has free 2 MiB
+// frames. With huge pages not wanted (the argument, or VQ_HUGE_PAGES=0) the mapping is advised
+// MADV_NOHUGEPAGE instead, so that it gets small pages even under `always`. Smaller arrays, and
+// every array on other systems, come from the heap, 64-byte aligned. The advice changes where
+// bytes live, never their values.
 #pragma once
 
 #include <cstddef>
@@ -21,11 +24,11 @@
 
 namespace vq {
 
-/// The huge-page size the advice asks for, and the alignment of arrays at least that large.
+/// The huge-page size the advice asks for, and (Linux) the alignment of arrays at least that large.
 constexpr size_t kHugePageBytes = size_t{1} << 21;
 
 struct LargeBuffer {
-  std::shared_ptr<uint8_t> data;  ///< uninitialized; nullptr only when bytes == 0
+  std::shared_ptr<uint8_t> data;  ///< contents unspecified; nullptr only when bytes == 0
   size_t bytes = 0;               ///< what was asked for
   size_t allocated = 0;           ///< what was allocated: bytes rounded up to the alignment
   /// True when the kernel accepted the huge-page advice (it may still fall back to small pages
@@ -33,14 +36,15 @@ struct LargeBuffer {
   bool huge_pages_advised = false;
 };
 
-/// False when the environment variable VQ_HUGE_PAGES is "0" (read at every call): arrays then
-/// get ordinary pages, e.g. to compare the two in one process or where the kernel's compaction
-/// for huge pages stalls a machine short of memory.
+/// False when the environment variable VQ_HUGE_PAGES is "0" (read at every call): large arrays
+/// are then advised for ordinary pages, e.g. to compare the two in one process, or where the
+/// kernel's compaction for huge pages stalls a machine short of memory.
 bool huge_pages_enabled();
 
-/// `bytes` of uninitialized memory, 64-byte aligned, or 2 MiB aligned and advised for huge pages
-/// when bytes >= kHugePageBytes, `huge_pages` and huge_pages_enabled() (see the file comment).
-/// Throws std::bad_alloc when the system refuses the memory.
+/// `bytes` of memory with unspecified contents, laid out as the file comment says: 2 MiB aligned
+/// (Linux, bytes >= kHugePageBytes; advised for huge pages when `huge_pages` and
+/// huge_pages_enabled()) or 64-byte aligned. Throws std::bad_alloc when the system refuses the
+/// memory or bytes is within 4 MiB of SIZE_MAX (it could not be rounded up).
 LargeBuffer allocate_large(size_t bytes, bool huge_pages = true);
 
 /// Bytes of this process's anonymous memory backed by huge pages now (Linux's AnonHugePages in

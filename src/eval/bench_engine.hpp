@@ -52,8 +52,9 @@ struct EngineLimits {
   double bandwidth_end = 0;    ///< the copy measured again after the last row
   double read_bandwidth = 0;   ///< bytes/s read: the larger of the read before and after the rows
   double read_start = 0, read_end = 0;
-  /// The copy and read arrays, like the weights, were asked for on 2 MiB pages
-  /// (core/large_buffer.hpp; VQ_HUGE_PAGES=0 turns that off for all of them).
+  /// The copy and read arrays, like the weights, were advised for 2 MiB pages and the kernel
+  /// took the advice (core/large_buffer.hpp; VQ_HUGE_PAGES=0 turns it off for all of them).
+  /// Whether it then found 2 MiB frames: EngineModelInfo::huge_page_bytes for the weights.
   bool huge_pages = false;
   double fma_flops = 0;    ///< FLOP/s
   std::string fma_kernel;  ///< "avx512-fma", "avx2-fma" or "scalar"

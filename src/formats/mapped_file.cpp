@@ -30,6 +30,15 @@ const char* file_load_name(FileLoad how) {
 
 namespace {
 
+// Closes a descriptor when it goes out of scope.
+struct FdCloser {
+  int fd;
+  explicit FdCloser(int f) : fd(f) {}
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+  ~FdCloser() { ::close(fd); }
+};
+
 // Reads all `size` bytes of fd into dst (pieces of at most 1 GiB: read(2) moves at most about
 // 2 GiB per call). IoError naming the path when a read fails or the file ends early.
 void read_whole(int fd, const std::string& path, uint8_t* dst, uint64_t size) {
@@ -52,52 +61,35 @@ void read_whole(int fd, const std::string& path, uint8_t* dst, uint64_t size) {
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, FileLoad how) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   VQ_CHECK(fd >= 0, IoError, "cannot open ", path, ": ", std::strerror(errno));
+  const FdCloser closer{fd};  // a map or a copy outlives the descriptor
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    VQ_THROW(IoError, "cannot stat ", path, ": ", std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    VQ_THROW(IoError, path, " is not a regular file");
-  }
+  VQ_CHECK(::fstat(fd, &st) == 0, IoError, "cannot stat ", path, ": ", std::strerror(errno));
+  VQ_CHECK(S_ISREG(st.st_mode), IoError, path, " is not a regular file");
   auto f = std::shared_ptr<MappedFile>(new MappedFile());
   f->path_ = path;
   f->size_ = static_cast<uint64_t>(st.st_size);
   f->load_ = how;
-  if (f->size_ > 0 && how == FileLoad::Copy) {
+  if (f->size_ == 0) return f;
+  if (how == FileLoad::Copy) {
+    VQ_CHECK(f->size_ <= std::numeric_limits<size_t>::max(), IoError, path, " (", f->size_,
+             " bytes) is larger than this system's address space");
+    LargeBuffer buf;
     try {
-      VQ_CHECK(f->size_ <= std::numeric_limits<size_t>::max(), IoError, path, " (", f->size_,
-               " bytes) is larger than this system's address space");
-      LargeBuffer buf;
-      try {
-        buf = allocate_large(static_cast<size_t>(f->size_));
-      } catch (const std::bad_alloc&) {
-        VQ_THROW(IoError, "cannot allocate ", f->size_, " bytes to copy ", path,
-                 " into memory (load it with map instead)");
-      }
-      read_whole(fd, path, buf.data.get(), f->size_);
-      f->copy_ = std::move(buf.data);
-      f->data_ = f->copy_.get();
-    } catch (...) {
-      ::close(fd);
-      throw;
+      buf = allocate_large(static_cast<size_t>(f->size_));
+    } catch (const std::bad_alloc&) {
+      VQ_THROW(IoError, "cannot allocate ", f->size_, " bytes to copy ", path,
+               " into memory (load it with map instead)");
     }
-    ::close(fd);
+    read_whole(fd, path, buf.data.get(), f->size_);
+    f->copy_ = std::move(buf.data);
+    f->data_ = f->copy_.get();
     return f;
   }
-  if (f->size_ > 0) {
-    void* p = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int e = errno;
-      ::close(fd);
-      VQ_THROW(IoError, "cannot map ", path, " (", f->size_, " bytes): ", std::strerror(e));
-    }
-    f->data_ = static_cast<const uint8_t*>(p);
-    f->mapped_ = true;
-  }
-  ::close(fd);
+  void* p = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
+  VQ_CHECK(p != MAP_FAILED, IoError, "cannot map ", path, " (", f->size_,
+           " bytes): ", std::strerror(errno));
+  f->data_ = static_cast<const uint8_t*>(p);
+  f->mapped_ = true;
   return f;
 }
 

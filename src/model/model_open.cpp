@@ -50,6 +50,26 @@ void check_fits(const std::string& path, uint64_t bytes) {
            ": it does not fit in memory (pick a smaller or more quantized model)");
 }
 
+// The bytes a copy of the model's files takes: the file's size, or for a directory the sizes of
+// its .safetensors files (the shards an index can name live beside it).
+uint64_t file_bytes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    const auto n = fs::file_size(path, ec);
+    return ec ? 0 : static_cast<uint64_t>(n);
+  }
+  uint64_t total = 0;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() < 12 || name.compare(name.size() - 12, 12, ".safetensors") != 0) continue;
+    std::error_code size_ec;
+    const auto n = fs::file_size(it->path(), size_ec);
+    if (!size_ec) total += static_cast<uint64_t>(n);
+  }
+  return total;
+}
+
 bool starts_with_gguf(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   char m[4] = {};
@@ -62,6 +82,9 @@ bool starts_with_gguf(const std::string& path) {
 Model Model::open(const std::string& path, FileLoad how) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec) || starts_with_gguf(path)) {
+    // A copy is read whole at open: refuse what cannot fit before reading it, as the weights'
+    // size is refused below once known (a directory's files: every .safetensors in it).
+    if (how == FileLoad::Copy) check_fits(path, file_bytes(path));
     Model m = from_weights(ModelWeights::open(path, how));
     check_fits(path, m.weight_bytes());
     return m;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -44,6 +45,14 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
   ASSERT_EQ(j["models"].size(), 2u);
   EXPECT_GT(j["models"][0]["weight_bytes"].get<double>(),
             j["models"][1]["weight_bytes"].get<double>());
+  // Huge pages: whether the kernel took the advice, and how much of each model landed on them
+  // (-1 where the system does not say; never more than the process could have gained).
+  EXPECT_TRUE(j["limits"]["huge_pages"].is_boolean());
+  for (const auto& m : j["models"]) {
+    const double h = m["huge_page_bytes"].get<double>();
+    EXPECT_GE(h, -1.0) << m.dump();
+    EXPECT_TRUE(h == -1.0 || std::fmod(h, 1024.0) == 0.0) << m.dump();
+  }
   // Per weight type: one prefill row and 2 contexts x 3 methods of decode rows.
   ASSERT_EQ(j["rows"].size(), 14u) << j.dump(1);
   std::set<std::string> seen;
