@@ -64,6 +64,9 @@ class SafetensorsModel {
   /// model.safetensors or model.safetensors.index.json. `how` applies to every shard (the index
   /// itself is always mapped).
   static SafetensorsModel open(const std::string& path, FileLoad how = FileLoad::Map);
+  /// The .safetensors files open() would read for `path` (the one file, or each shard the index
+  /// names, once), the index checked as open() checks it; nothing else is read.
+  static std::vector<std::string> files(const std::string& path);
 
   const std::vector<SafetensorsFile>& shards() const { return shards_; }
   /// Every tensor name, sorted.

@@ -5,9 +5,9 @@
 // With 4 KiB pages, a sweep over a gigabyte touches a quarter of a million pages, far more than
 // the TLB maps, so every new page costs a page walk; in a virtual machine each walk is itself
 // two-dimensional. Mapping the array with 2 MiB pages removes nearly all of them. On the 2-core
-// VM these numbers come from (docs/eval.md, session 31): a two-thread read of 1 GiB went from
-// 50.8-54.4 to 57.8-60.9 GB/s, and two copies of one 1B-shaped Q8_0 model in one process, taking
-// turns, decoded 1.01-1.24x faster on huge pages.
+// VM these numbers come from (results/session31/huge_pages/runs.txt; docs/eval.md): a two-thread
+// read of 1 GiB went from 50.8-54.4 to 57.8-60.9 GB/s, and two copies of one 1B-shaped Q8_0 model
+// in one process, taking turns, decoded 1.01-1.24x faster on huge pages.
 //
 // On Linux, an array of at least kHugePageBytes gets a mapping of its own, on a 2 MiB boundary
 // and a whole number of 2 MiB pages long, advised with madvise(MADV_HUGEPAGE): the kernel backs

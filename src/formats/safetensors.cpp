@@ -192,7 +192,17 @@ std::vector<float> SafetensorsFile::to_float(const SafetensorsTensor& t) const {
 
 // ------------------------------------------------------------------------------------------------
 
-SafetensorsModel SafetensorsModel::open(const std::string& path, FileLoad how) {
+namespace {
+
+// What a checkpoint path names: one .safetensors file (index empty, files = {it}), or an index
+// with the shard files it lists (each once, in first-mention order) and every tensor's file.
+struct ShardPlan {
+  std::string index;
+  std::vector<std::string> files;
+  std::vector<std::pair<std::string, std::string>> wanted;  // tensor, shard file name
+};
+
+ShardPlan plan_shards(const std::string& path) {
   namespace fs = std::filesystem;
   fs::path p(path);
   std::error_code ec;
@@ -205,52 +215,72 @@ SafetensorsModel SafetensorsModel::open(const std::string& path, FileLoad how) {
       VQ_THROW(IoError, path,
                ": no model.safetensors or model.safetensors.index.json in this directory");
   }
-  SafetensorsModel m;
+  ShardPlan plan;
   const std::string ps = p.string();
-  if (ps.size() >= 5 && ps.compare(ps.size() - 5, 5, ".json") == 0) {
-    auto f = MappedFile::open(ps);
-    VQ_CHECK(f->size() <= kMaxIndexBytes, FormatError, ps, ": index is ", f->size(),
-             " bytes, above the limit ", kMaxIndexBytes);
-    const char* b = reinterpret_cast<const char*>(f->data());
-    nlohmann::json j = parse_unique_keys(b, b + f->size(), ps);
-    VQ_CHECK(j.is_object(), FormatError, ps, ": not a JSON object");
-    VQ_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), FormatError, ps,
-             ": weight_map missing or not an object");
-    std::map<std::string, size_t> shard_of_file;
-    std::vector<std::pair<std::string, std::string>> wanted;
-    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      VQ_CHECK(it.value().is_string(), FormatError, ps, ": weight_map entry of ", it.key(),
-               " is not a file name");
-      const std::string fname = it.value().get<std::string>();
-      VQ_CHECK(!fname.empty() && fname.find('/') == std::string::npos &&
-                   fname.find('\\') == std::string::npos && fname != "." && fname != "..",
-               FormatError, ps, ": shard name '", fname, "' of tensor ", it.key(),
-               " is not a plain file name in the index's directory");
-      if (!shard_of_file.count(fname)) {
-        shard_of_file[fname] = m.shards_.size();
-        m.shards_.push_back(SafetensorsFile::open((p.parent_path() / fname).string(), how));
-      }
-      wanted.emplace_back(it.key(), fname);
-    }
-    VQ_CHECK(!m.shards_.empty(), FormatError, ps, ": weight_map is empty");
-    for (size_t s = 0; s < m.shards_.size(); ++s) {
-      const auto& ts = m.shards_[s].tensors();
-      for (size_t k = 0; k < ts.size(); ++k) {
-        VQ_CHECK(!m.where_.count(ts[k].name), FormatError, "tensor ", ts[k].name,
-                 " is in two shards (", m.shards_[m.where_[ts[k].name].first].path(), " and ",
-                 m.shards_[s].path(), ")");
-        m.where_[ts[k].name] = {s, k};
-      }
-    }
-    for (const auto& [name, fname] : wanted) {
-      auto it = m.where_.find(name);
-      VQ_CHECK(it != m.where_.end() && it->second.first == shard_of_file[fname], FormatError, ps,
-               ": tensor ", name, " is listed in ", fname, " but that shard does not hold it");
-    }
-  } else {
-    m.shards_.push_back(SafetensorsFile::open(ps, how));
+  if (ps.size() < 5 || ps.compare(ps.size() - 5, 5, ".json") != 0) {
+    plan.files.push_back(ps);
+    return plan;
+  }
+  plan.index = ps;
+  auto f = MappedFile::open(ps);
+  VQ_CHECK(f->size() <= kMaxIndexBytes, FormatError, ps, ": index is ", f->size(),
+           " bytes, above the limit ", kMaxIndexBytes);
+  const char* b = reinterpret_cast<const char*>(f->data());
+  nlohmann::json j = parse_unique_keys(b, b + f->size(), ps);
+  VQ_CHECK(j.is_object(), FormatError, ps, ": not a JSON object");
+  VQ_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), FormatError, ps,
+           ": weight_map missing or not an object");
+  std::set<std::string> seen;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    VQ_CHECK(it.value().is_string(), FormatError, ps, ": weight_map entry of ", it.key(),
+             " is not a file name");
+    const std::string fname = it.value().get<std::string>();
+    VQ_CHECK(!fname.empty() && fname.find('/') == std::string::npos &&
+                 fname.find('\\') == std::string::npos && fname != "." && fname != "..",
+             FormatError, ps, ": shard name '", fname, "' of tensor ", it.key(),
+             " is not a plain file name in the index's directory");
+    if (seen.insert(fname).second) plan.files.push_back((p.parent_path() / fname).string());
+    plan.wanted.emplace_back(it.key(), fname);
+  }
+  VQ_CHECK(!plan.files.empty(), FormatError, ps, ": weight_map is empty");
+  return plan;
+}
+
+}  // namespace
+
+std::vector<std::string> SafetensorsModel::files(const std::string& path) {
+  return plan_shards(path).files;
+}
+
+SafetensorsModel SafetensorsModel::open(const std::string& path, FileLoad how) {
+  namespace fs = std::filesystem;
+  const ShardPlan plan = plan_shards(path);
+  SafetensorsModel m;
+  if (plan.index.empty()) {
+    m.shards_.push_back(SafetensorsFile::open(plan.files[0], how));
     const auto& ts = m.shards_[0].tensors();
     for (size_t k = 0; k < ts.size(); ++k) m.where_[ts[k].name] = {0, k};
+    return m;
+  }
+  std::map<std::string, size_t> shard_of_file;  // file name -> shard index
+  for (const std::string& file : plan.files) {
+    shard_of_file[fs::path(file).filename().string()] = m.shards_.size();
+    m.shards_.push_back(SafetensorsFile::open(file, how));
+  }
+  for (size_t s = 0; s < m.shards_.size(); ++s) {
+    const auto& ts = m.shards_[s].tensors();
+    for (size_t k = 0; k < ts.size(); ++k) {
+      VQ_CHECK(!m.where_.count(ts[k].name), FormatError, "tensor ", ts[k].name,
+               " is in two shards (", m.shards_[m.where_[ts[k].name].first].path(), " and ",
+               m.shards_[s].path(), ")");
+      m.where_[ts[k].name] = {s, k};
+    }
+  }
+  for (const auto& [name, fname] : plan.wanted) {
+    auto it = m.where_.find(name);
+    VQ_CHECK(it != m.where_.end() && it->second.first == shard_of_file[fname], FormatError,
+             plan.index, ": tensor ", name, " is listed in ", fname,
+             " but that shard does not hold it");
   }
   return m;
 }

@@ -6,9 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "veloxquant/errors.hpp"
 #include "veloxquant/model.hpp"
+#include "veloxquant/safetensors.hpp"
 
 namespace vq {
 
@@ -42,30 +45,27 @@ uint64_t memory_limit(std::string& what) {
                                : UINT64_MAX;
 }
 
-void check_fits(const std::string& path, uint64_t bytes) {
+// `needs`: what the bytes are for ("for its weights", "to copy its files").
+void check_fits(const std::string& path, uint64_t bytes, const char* needs = "for its weights") {
   std::string what;
   const uint64_t limit = memory_limit(what);
-  VQ_CHECK(bytes <= limit, InvalidArgument, "model '", path, "' needs ", bytes,
-           " bytes for its weights, more than the ", limit, " bytes of ", what,
+  VQ_CHECK(bytes <= limit, InvalidArgument, "model '", path, "' needs ", bytes, " bytes ", needs,
+           ", more than the ", limit, " bytes of ", what,
            ": it does not fit in memory (pick a smaller or more quantized model)");
 }
 
-// The bytes a copy of the model's files takes: the file's size, or for a directory the sizes of
-// its .safetensors files (the shards an index can name live beside it).
+// The bytes a copy of the model's files takes: a GGUF file's size, or the sizes of the
+// .safetensors files SafetensorsModel::open would read.
 uint64_t file_bytes(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(path, ec)) {
-    const auto n = fs::file_size(path, ec);
-    return ec ? 0 : static_cast<uint64_t>(n);
-  }
+  const std::vector<std::string> files =
+      fs::is_directory(path, ec) ? SafetensorsModel::files(path) : std::vector<std::string>{path};
   uint64_t total = 0;
-  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() < 12 || name.compare(name.size() - 12, 12, ".safetensors") != 0) continue;
+  for (const std::string& f : files) {
     std::error_code size_ec;
-    const auto n = fs::file_size(it->path(), size_ec);
-    if (!size_ec) total += static_cast<uint64_t>(n);
+    const auto n = fs::file_size(f, size_ec);
+    if (!size_ec) total += static_cast<uint64_t>(n);  // (a missing one is open()'s to name)
   }
   return total;
 }
@@ -83,8 +83,8 @@ Model Model::open(const std::string& path, FileLoad how) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec) || starts_with_gguf(path)) {
     // A copy is read whole at open: refuse what cannot fit before reading it, as the weights'
-    // size is refused below once known (a directory's files: every .safetensors in it).
-    if (how == FileLoad::Copy) check_fits(path, file_bytes(path));
+    // size is refused below once known.
+    if (how == FileLoad::Copy) check_fits(path, file_bytes(path), "to copy its files");
     Model m = from_weights(ModelWeights::open(path, how));
     check_fits(path, m.weight_bytes());
     return m;

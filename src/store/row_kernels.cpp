@@ -294,7 +294,7 @@ void dot_many_group(const uint8_t* rows, int64_t stride, int64_t n, int64_t D, c
 // one store page (64 KiB) that lie apart in memory; the hardware prefetcher restarts at every
 // 4 KiB page boundary, so without requests the kernels waited on DRAM: on the 1B shape at
 // context 4096 (Q8_0 weights, `full`), the key dots and value sums took 5.7 of a step's 32 ms,
-// 134 MB at about 24 GB/s. With the requests 4 KiB ahead, one step in one process alternating
+// 134 MB at about 23 GB/s. With the requests 4 KiB ahead, one step in one process alternating
 // off / on by rounds of 8 steps: 35.5 -> 37.2 tok/s (2 KiB 35.6 -> 37.1, 8 KiB 36.7 -> 38.6).
 // Requests stop at the end of the run: past it lie other memory, whose lines the kernel would
 // pull in for nothing. They change which lines are in cache, never a result.

@@ -173,6 +173,14 @@ TEST(Safetensors, ShardedIndex) {
   EXPECT_EQ(m.shards().size(), 2u);
   EXPECT_EQ(m.names(), (std::vector<std::string>{"x", "y"}));
   EXPECT_EQ(m.to_float("y"), (std::vector<float>{3}));
+  // The files open() reads: the index's shards, not every .safetensors beside them (a
+  // whole-model copy some checkpoints also ship is left out).
+  SafetensorsWriter whole;
+  whole.add_f32("x", {2}, {1, 2});
+  d.write("consolidated.safetensors", whole.build());
+  EXPECT_EQ(vq::SafetensorsModel::files(d.p.string()),
+            (std::vector<std::string>{(d.p / "model-00001-of-00002.safetensors").string(),
+                                      (d.p / "model-00002-of-00002.safetensors").string()}));
   // Read into memory instead of mapped: every shard, the same values.
   const vq::SafetensorsModel mc = vq::SafetensorsModel::open(d.p.string(), vq::FileLoad::Copy);
   ASSERT_EQ(mc.shards().size(), 2u);
