@@ -52,10 +52,8 @@ class MappedFile {
  private:
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
-  bool mapped_ = false;  // false: data_ points into owned_ or copy_
-  FileLoad load_ = FileLoad::Copy;
-  std::unique_ptr<uint8_t[]> owned_;
-  std::shared_ptr<uint8_t> copy_;  // FileLoad::Copy: the file's bytes (core/large_buffer.hpp)
+  FileLoad load_ = FileLoad::Copy;  // Map: data_ is mapped (when non-null)
+  std::shared_ptr<uint8_t> copy_;   // Copy / from_bytes: the bytes held in memory
   std::string path_;
 };
 

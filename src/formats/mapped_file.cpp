@@ -89,7 +89,6 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, File
   VQ_CHECK(p != MAP_FAILED, IoError, "cannot map ", path, " (", f->size_,
            " bytes): ", std::strerror(errno));
   f->data_ = static_cast<const uint8_t*>(p);
-  f->mapped_ = true;
   return f;
 }
 
@@ -99,15 +98,16 @@ std::shared_ptr<const MappedFile> MappedFile::from_bytes(const void* bytes, size
   f->path_ = std::move(name);
   f->size_ = n;
   if (n > 0) {
-    f->owned_ = std::make_unique<uint8_t[]>(n);
-    std::memcpy(f->owned_.get(), bytes, n);
-    f->data_ = f->owned_.get();
+    // exactly n bytes, so that the sanitizers catch a parser reading one byte past them
+    f->copy_ = std::shared_ptr<uint8_t>(new uint8_t[n], std::default_delete<uint8_t[]>());
+    std::memcpy(f->copy_.get(), bytes, n);
+    f->data_ = f->copy_.get();
   }
   return f;
 }
 
 MappedFile::~MappedFile() {
-  if (mapped_ && data_ != nullptr)
+  if (load_ == FileLoad::Map && data_ != nullptr)
     ::munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
 }
 
