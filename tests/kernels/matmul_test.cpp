@@ -162,7 +162,8 @@ TEST(Kernels, FusedRowDotsMatchDequantizeThenMultiplyAtEveryWidth) {
   const std::vector<Case> cases = {
       {GgmlType::F16, {1, 7, 8, 9, 31, 32, 40, 45, 300}},
       {GgmlType::BF16, {1, 7, 8, 9, 31, 32, 40, 45, 300}},
-      {GgmlType::Q8_0, {32, 64, 96, 160}},
+      // Q8_0: 16-block groups (512 values) with and without blocks left over
+      {GgmlType::Q8_0, {32, 64, 96, 160, 512, 544, 1056}},
       {GgmlType::Q4_0, {32, 64, 96, 160}},
       {GgmlType::Q4_1, {32, 64, 96, 160, 224}},
       {GgmlType::Q5_0, {32, 64, 96, 160, 224}},
