@@ -32,6 +32,7 @@
 #include "eval/fidelity.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/errors.hpp"
+#include "veloxquant/mapped_file.hpp"
 #include "veloxquant/npy.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
@@ -296,10 +297,11 @@ py::object json_to_py(const nlohmann::json& j) {
 // A model with its tokenizer. Immutable once open: calls release the GIL and may run in parallel.
 class PyModel {
  public:
-  PyModel(const std::string& path, const py::object& tokenizer) {
+  PyModel(const std::string& path, const py::object& tokenizer, const std::string& load) {
     const std::string tok = tokenizer.is_none() ? std::string() : tokenizer.cast<std::string>();
+    const vq::FileLoad how = vq::parse_file_load(load);  // ValueError naming a bad value
     py::gil_scoped_release release;
-    m_ = std::make_shared<const vq::TextModel>(vq::TextModel::open(path, tok));
+    m_ = std::make_shared<const vq::TextModel>(vq::TextModel::open(path, tok, true, how));
   }
   const vq::TextModel& get() const { return *m_; }
 
@@ -501,8 +503,11 @@ PYBIND11_MODULE(veloxquant, m) {
   py::class_<PyModel>(m, "Model",
                       "A model and its tokenizer: a .gguf file, a Hugging Face directory or a "
                       "llama2.c .bin (its tokNNN.bin found by vocabulary size, or tokenizer=).")
-      .def(py::init<const std::string&, const py::object&>(), py::arg("path"),
-           py::arg("tokenizer") = py::none())
+      .def(py::init<const std::string&, const py::object&, const std::string&>(), py::arg("path"),
+           py::arg("tokenizer") = py::none(), py::arg("load") = "map",
+           "load: how a .gguf / Hugging Face model's files come into memory, as the CLI's --load: "
+           "'map' (a memory map) or 'copy' (read into memory on 2 MiB pages where the kernel "
+           "allows; faster decode on large models).")
       .def_property_readonly("config", &PyModel::config,
                              "Architecture, shapes, context length, BOS/EOS ids, tokenizer.")
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("add_bos") = py::none(),

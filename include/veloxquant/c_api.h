@@ -134,6 +134,13 @@ typedef struct vq_model vq_model;
  * ../shared/models); otherwise a tokenizer.bin, .gguf, tokenizer.model, tokenizer.json or a
  * directory. Missing files: VQ_ERR_IO; malformed ones: VQ_ERR_FORMAT. */
 vq_status vq_model_open(const char* path, const char* tokenizer, vq_model** out);
+/* vq_model_open with the way a .gguf / Hugging Face model's files come into memory, as the CLI's
+ * --load: NULL, "" or "map" maps them (instant, shared with the page cache); "copy" reads them
+ * into the process's memory on 2 MiB pages where the kernel allows (faster decode on large
+ * models; refused with VQ_ERR_INVALID_ARGUMENT before reading when the copy cannot fit in
+ * memory). Any other value: VQ_ERR_INVALID_ARGUMENT naming it. A llama2.c .bin is always read. */
+vq_status vq_model_open_ex(const char* path, const char* tokenizer, const char* load,
+                           vq_model** out);
 /* Free a model (NULL is fine). */
 void vq_model_destroy(vq_model* model);
 

@@ -51,6 +51,15 @@ def test_generate_same_text_from_bin_and_gguf(model_file):
     assert a == b
 
 
+def test_load_copy_gives_the_mapped_models_text(model_file):
+    path = model_file("stories260K.gguf")
+    want = vq.Model(path).generate(PROMPT, method="h2o:budget=32", steps=60)
+    assert vq.Model(path, load="copy").generate(PROMPT, method="h2o:budget=32", steps=60) == want
+    assert vq.Model(path, load="map").generate(PROMPT, method="h2o:budget=32", steps=60) == want
+    with pytest.raises(ValueError, match="'mmap' is not one of: map, copy"):
+        vq.Model(path, load="mmap")
+
+
 def test_generate_from_ids_and_from_bos(model_file):
     m = vq.Model(model_file("stories260K.gguf"))
     assert m.generate(m.tokenize(PROMPT), steps=30) == m.generate(PROMPT, steps=30)

@@ -12,6 +12,7 @@
 #include "eval/fidelity.hpp"
 #include "veloxquant/cache.hpp"
 #include "veloxquant/errors.hpp"
+#include "veloxquant/mapped_file.hpp"
 #include "veloxquant/registry.hpp"
 #include "veloxquant/tensor.hpp"
 #include "veloxquant/text_model.hpp"
@@ -347,12 +348,19 @@ vq_status vq_decompress(const uint8_t* data, size_t size, float** values, int64_
 }
 
 vq_status vq_model_open(const char* path, const char* tokenizer, vq_model** out) {
+  return vq_model_open_ex(path, tokenizer, nullptr, out);
+}
+
+vq_status vq_model_open_ex(const char* path, const char* tokenizer, const char* load,
+                           vq_model** out) {
   return guarded([&] {
     need(path, "path");
     need(out, "out");
     *out = nullptr;
+    const vq::FileLoad how =
+        load && *load ? vq::parse_file_load(load) : vq::FileLoad::Map;  // names a bad value
     auto m = std::make_unique<vq_model>();
-    m->m = vq::TextModel::open(path, tokenizer ? tokenizer : "");
+    m->m = vq::TextModel::open(path, tokenizer ? tokenizer : "", true, how);
     *out = m.release();
   });
 }

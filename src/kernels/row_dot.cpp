@@ -601,40 +601,40 @@ struct KQuantRows256 {
 };
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-// k_super_block_scales in one 16-lane vector: lanes 0-7 d * sc_s * scale[i_s], lanes 8-15
-// dmin * mn_s * scale[i_s] (the same products, so the same bits). The 12 scale bytes are unpacked
-// with two byte shuffles instead of 32-bit integer work: bytes 0-3 keep their low 6 bits (sc
-// 0-3), bytes 4-7 theirs (mn 0-3); sc 4-7 are the low nibbles of bytes 8-11 with the top bits of
-// bytes 0-3 above them, mn 4-7 the high nibbles with the top bits of bytes 4-7. xx holds the
-// super-block's eight input scales twice.
-inline __m512 k_super_block_scales16(const uint8_t* b, __m512 xx) {
+// A Q4_K / Q5_K super-block's eight 6-bit scales sc_s and mins mn_s (see k_super_block_scales)
+// interleaved as 16 bytes sc_0, mn_0, sc_1, mn_1, ..., sc_7, mn_7, by two byte shuffles of the
+// 12 bytes at b + 4: sc / mn 0-3 are the low 6 bits of bytes 0-3 / 4-7; sc / mn 4-7 the low /
+// high nibbles of bytes 8-11 with the top 2 bits of bytes 0-3 / 4-7 above them.
+inline __m128i k_scales_interleaved(const uint8_t* b) {
   const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
-  // sc 0-3, then bytes 8-11 for sc 4-7 (low nibbles), mn 0-3, bytes 8-11 for mn 4-7 (high)
+  // low parts: bytes s, 4 + s (s < 4), then byte 8 + (s - 4) twice (s >= 4)
   const __m128i p =
-      _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+      _mm_shuffle_epi8(raw, _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 8, 9, 9, 10, 10, 11, 11));
+  // mn 4-7 take the high nibble: the odd bytes of the upper half from p shifted right by 4
+  const __m128i odd_high =
+      _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, -128, 0, -128, 0, -128, 0, -128);
   const __m128i low =
-      _mm_and_si128(_mm_blend_epi16(p, _mm_srli_epi16(p, 4), 0xC0),
-                    _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
-  // bits 6-7 of bytes 0-3 (sc 4-7) and 4-7 (mn 4-7) moved to bits 4-5
+      _mm_and_si128(_mm_blendv_epi8(p, _mm_srli_epi16(p, 4), odd_high),
+                    _mm_setr_epi8(63, 63, 63, 63, 63, 63, 63, 63, 15, 15, 15, 15, 15, 15, 15, 15));
+  // bits 6-7 of bytes s (sc_{4+s}) and 4 + s (mn_{4+s}) moved to bits 4-5
   const __m128i top =
-      _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m128i high = _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30));
-  const __m512 sm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(low, high)));
-  uint32_t dd;
-  std::memcpy(&dd, b, 4);  // d, dmin
-  const __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dd)));
-  const __m512 ddv =
-      _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
-                            _mm512_castps128_ps512(d2));
-  return _mm512_mul_ps(_mm512_mul_ps(ddv, sm), xx);
+      _mm_shuffle_epi8(raw, _mm_setr_epi8(-1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 1, 5, 2, 6, 3, 7));
+  return _mm_or_si128(low, _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
 // Bytes 64h .. 64h + 63 of a super-block's nibbles hold sub-blocks 4h and 4h + 2 in their low
 // nibbles (lanes 0-7 / 8-15 of the int32 sums) and 4h + 1, 4h + 3 in their high ones, which is
 // the order of the levels; each sum is scaled by a 16-lane vector holding the two sub-blocks'
-// factors, picked from the eight by a permutation. Q5_K's 5th bits: qh and qh >> 2 side by side
-// (bits 4h and 4h + 1 of the first half, 4h + 2 and 4h + 3 of qh in the second), bit 4h moved to
-// bit 4 for the low nibbles, 4h + 1 for the high ones.
+// factors, picked by a permutation from one vector of all sixteen: lane 2s d * sc_s * scale[s],
+// lane 2s + 1 dmin * mn_s * scale[s] (the fp16 pair d, dmin converted as broadcast, the scales
+// interleaved to match by k_scales_interleaved, and the input scales laid out so by
+// RowDotInput::pair_scale; the products are k_super_block_scales', so the bits are the same).
+// The min terms meet RowDotInput::pair_qsum (0 in the even lanes, the level sums in the odd
+// ones) in a 16-lane accumulator whose odd lanes are summed at the end as the 8-lane one was.
+// Against the factors formed as two 8-lane halves (session 32, results/session32/q4k_kernel.cpp,
+// 256 x 2048 from L2, one thread): 4.13-4.17 -> 3.88-3.99 ns a super-block. Q5_K's 5th bits: qh
+// and qh >> 2 side by side (bits 4h and 4h + 1 of the first half, 4h + 2 and 4h + 3 of qh in the
+// second), bit 4h moved to bit 4 for the low nibbles, 4h + 1 for the high ones.
 template <bool Five>
 struct KQuantRows512 {
   static constexpr int kRows = 1;
@@ -649,26 +649,28 @@ struct KQuantRows512 {
   static void run(const uint8_t* w, uint64_t, const RowDotInput& in, float* out) {
     static_assert(R == 1, "one row at a time");
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    // factor lanes: {0 x8, 2 x8}, {1 x8, 3 x8}, {4 x8, 6 x8}, {5 x8, 7 x8}
-    const __m512i pick[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
-                             _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
-                             _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
-                             _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
+    // factor lanes (d * sc of sub-block s at lane 2s): {0 x8, 2 x8}, {1 x8, 3 x8}, {4 x8, 6 x8},
+    // {5 x8, 7 x8}
+    const __m512i pick[4] = {
+        _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0),
+        _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 2, 2, 2, 2, 2, 2, 2, 2),
+        _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 8, 8, 8, 8, 8, 8, 8, 8),
+        _mm512_set_epi32(14, 14, 14, 14, 14, 14, 14, 14, 10, 10, 10, 10, 10, 10, 10, 10)};
     const int8_t* q = in.q8.data();
-    const float* xs = in.scale.data();
-    const int32_t* qs = in.qsum.data();
+    const float* x2 = in.pair_scale.data();
+    const float* qs2 = in.pair_qsum.data();
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                    _mm512_setzero_ps()};
-    __m256 mins = _mm256_setzero_ps();
+    __m512 mins = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
       const uint8_t* b = w + kBlock * sb;
       for (int64_t line = 0; line < kBlock; line += 64) prefetch_ahead<Pf>(b + line);
-      const __m512 x8 = _mm512_castps256_ps512(ld(xs + 8 * sb));
-      const __m256 qsf =
-          _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
-      const __m512 f8 = k_super_block_scales16(b, _mm512_shuffle_f32x4(x8, x8, 0x44));
-      mins = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f8), 1)), qsf,
-                             mins);
+      const __m512 sm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k_scales_interleaved(b)));
+      // d, dmin, d, dmin, ...: the 32-bit word at b broadcast, then 16 fp16 converted
+      const __m512 dd = _mm512_cvtph_ps(
+          _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(b))));
+      const __m512 f8 = _mm512_mul_ps(_mm512_mul_ps(dd, sm), _mm512_loadu_ps(x2 + 16 * sb));
+      mins = _mm512_fmadd_ps(f8, _mm512_loadu_ps(qs2 + 16 * sb), mins);
       __m512i qh2 = _mm512_setzero_si512();
       if constexpr (Five) {
         const __m256i qh = ld256(b + 16);
@@ -696,7 +698,9 @@ struct KQuantRows512 {
     const __m512 t = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, t);
-    out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8))) - hsum(mins);
+    // the min terms sit in the odd lanes, sub-block s at 2s + 1: packed into 8 lanes in order
+    const __m256 mins8 = _mm512_castps512_ps256(_mm512_maskz_compress_ps(0xAAAA, mins));
+    out[0] = hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8))) - hsum(mins8);
   }
 };
 #endif
@@ -991,6 +995,11 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
   if (!bytes) in.q.resize(static_cast<size_t>(cols));
   in.scale.resize(static_cast<size_t>(nb));
   in.qsum.resize(static_cast<size_t>(nb));
+  const bool pair_lanes = t == GgmlType::Q4_K || t == GgmlType::Q5_K;
+  if (pair_lanes) {
+    in.pair_scale.resize(static_cast<size_t>(2 * nb));
+    in.pair_qsum.resize(static_cast<size_t>(2 * nb));
+  }
   int32_t qb[32];
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + 32 * b;
@@ -1016,6 +1025,12 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
     }
     in.scale[static_cast<size_t>(b)] = scale;
     in.qsum[static_cast<size_t>(b)] = sum;
+    if (pair_lanes) {
+      in.pair_scale[static_cast<size_t>(2 * b)] = in.pair_scale[static_cast<size_t>(2 * b + 1)] =
+          scale;
+      in.pair_qsum[static_cast<size_t>(2 * b)] = 0.0f;
+      in.pair_qsum[static_cast<size_t>(2 * b + 1)] = static_cast<float>(sum);
+    }
     if (!bytes) {
       int16_t* dst = in.q.data() + 32 * b;
       for (int i = 0; i < 32; ++i) dst[i] = static_cast<int16_t>(qb[i]);

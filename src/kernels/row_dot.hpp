@@ -60,7 +60,10 @@ struct RowDotInput {
   std::vector<float> lane_scale, lane_min;
   std::vector<float> scale;   ///< [cols / 32] x ~= scale * q; NaN for a block with inf / NaN
   std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's levels (the min terms)
-  std::vector<float> split;   ///< BF16: per 16 values of x, the 8 even then the 8 odd ones
+  /// Q4_K / Q5_K: [2 * cols / 32], block b's scale at 2b and 2b + 1, and 0 at 2b, its level sum
+  /// (as float) at 2b + 1: the lanes of the 512-bit kernel's interleaved factors.
+  std::vector<float> pair_scale, pair_qsum;
+  std::vector<float> split;  ///< BF16: per 16 values of x, the 8 even then the 8 odd ones
 };
 
 /// Fills `in` for products of x (cols values) with rows of type t; reuses its buffers.

@@ -192,6 +192,29 @@ TEST(CApiModel, ThreadCountChangesNoResult) {
   EXPECT_GT(r[0].kl_mean, 0.0);
 }
 
+// vq_model_open_ex: "copy" reads the file into memory and gives the mapped model's text; NULL and
+// "" are "map"; another value is refused, named, before anything is opened.
+TEST(CApiModel, OpenExLoadsByCopyOrMap) {
+  VQ_REQUIRE_MODEL_FILE(gguf, "stories260K.gguf");
+  ModelHandle mapped, copied, dflt;
+  ASSERT_EQ(vq_model_open_ex(gguf.c_str(), nullptr, "map", &mapped.m), VQ_OK) << vq_last_error();
+  ASSERT_EQ(vq_model_open_ex(gguf.c_str(), nullptr, "copy", &copied.m), VQ_OK) << vq_last_error();
+  ASSERT_EQ(vq_model_open_ex(gguf.c_str(), "", nullptr, &dflt.m), VQ_OK) << vq_last_error();
+  const std::string want = c_generate(mapped.m, "Once upon a time", "h2o:budget=32", 60);
+  EXPECT_GT(want.size(), std::string("Once upon a time").size() + 20);
+  EXPECT_EQ(c_generate(copied.m, "Once upon a time", "h2o:budget=32", 60), want);
+  EXPECT_EQ(c_generate(dflt.m, "Once upon a time", "h2o:budget=32", 60), want);
+
+  int sentinel = 0;  // m must come back NULL
+  vq_model* m = reinterpret_cast<vq_model*>(&sentinel);
+  EXPECT_EQ(vq_model_open_ex(gguf.c_str(), nullptr, "mmap", &m), VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(vq_last_error()).find("'mmap'"), std::string::npos) << vq_last_error();
+  EXPECT_NE(std::string(vq_last_error()).find("map, copy"), std::string::npos) << vq_last_error();
+  EXPECT_EQ(vq_model_open_ex("/nonexistent/m.gguf", nullptr, "copy", &m), VQ_ERR_IO);
+  EXPECT_EQ(m, nullptr);
+}
+
 TEST(CApiModel, ErrorsAreStatusCodesWithMessages) {
   vq_model* m = nullptr;
   EXPECT_EQ(vq_model_open("/nonexistent/m.gguf", nullptr, &m), VQ_ERR_IO);
