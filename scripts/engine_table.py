@@ -5,8 +5,11 @@ usage: scripts/engine_table.py FILE.json
 
 Prints the run's limits on one line, then a Markdown table with a row per prefill / decode row
 of the JSON, in the JSON's order: tok/s over all timed rounds, each round's own range, MB read
-per token, the bound ratio (FMA peak for prefill, copy bandwidth for decode), the read ratio,
-tok/s over `full`'s at the same context, the goal and whether the run met it.
+per token, the copy bandwidth measured around the row's decode rounds (its local bound), the
+bound ratio (FMA peak for prefill, the local copy bandwidth for decode), the ratio to the run's
+bound (the largest copy of the run), the read ratio, tok/s over `full`'s at the same context, the
+goal and whether the run met it. Files written before the local bounds existed (no
+`local_bound_bytes_per_s`) show their single run bound in both columns.
 """
 import json
 import sys
@@ -31,13 +34,19 @@ def main(path):
         f"{j.get('rounds', 1)} rounds of {j['decode_steps']} decode steps per method"
     )
     print()
-    print("| weights | row | method | context | tok/s | rounds' tok/s | MB read / token | bound ratio "
-          "| read ratio | vs full | goal | met |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    probes = lim.get("stream_copy_probes_bytes_per_s") or []
+    if probes:
+        print("copies around the decode groups (GB/s, before / after): " +
+              ", ".join(f"{probes[i] / gb:.1f} / {probes[i + 1] / gb:.1f}"
+                        for i in range(0, len(probes) - 1, 2)))
+    print()
+    print("| weights | row | method | context | tok/s | rounds' tok/s | MB read / token | local GB/s "
+          "| bound ratio | run ratio | read ratio | vs full | goal | met |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in j["rows"]:
         if "error" in r:
             print(f"| {r['weights']} | {r['kind']} | `{r['method']}` | {r['context']} | "
-                  f"error: {r['error']} |" + " - |" * 7)
+                  f"error: {r['error']} |" + " - |" * 9)
             continue
         decode = r["kind"] == "decode"
         rounds = r.get("round_tokens_per_s") or []
@@ -45,9 +54,13 @@ def main(path):
         mb = fmt(r["bytes_per_token"] / 1e6, ".1f") if decode else "-"
         read = fmt(r.get("read_ratio"), ".3f") if decode else "-"
         vs = fmt(r.get("vs_full"), ".2f") if decode else "-"
+        local = r.get("local_bound_bytes_per_s", lim["stream_copy_bytes_per_s"]) if decode else None
+        run = r.get("run_bound_ratio", r["bound_ratio"]) if decode else None
         print(f"| {r['weights']} | {r['kind']} | `{r['method']}` | {r['context']} | "
-              f"{r['tokens_per_s']:.1f} | {spread} | {mb} | {r['bound_ratio']:.3f} | {read} | "
-              f"{vs} | {r['goal']} | {'yes' if r['goal_met'] else 'no'} |")
+              f"{r['tokens_per_s']:.1f} | {spread} | {mb} | "
+              f"{fmt(None if local is None else local / gb, '.1f')} | {r['bound_ratio']:.3f} | "
+              f"{fmt(run, '.3f')} | {read} | {vs} | {r['goal']} | "
+              f"{'yes' if r['goal_met'] else 'no'} |")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,9 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
     if (o->json != "-") {
       std::printf(
           "threads %d, stream copy %.2f GB/s (2 x %.0f MiB%s; %.2f before the rows, %.2f "
-          "after: the larger is the bound), stream read %.2f GB/s (%.2f before, %.2f after), "
+          "after, the largest of these and the copies around each decode group is the run's "
+          "bound; a decode row's own bound is the larger copy around its rounds), stream read %.2f "
+          "GB/s (%.2f before, %.2f after), "
           "fma peak %.1f GFLOP/s (%s)\n",
           lim.threads, lim.bandwidth / gb, lim.copy_bytes / (1024.0 * 1024.0),
           lim.huge_pages ? " advised for 2 MiB pages" : "", lim.bandwidth_start / gb,
@@ -70,12 +72,12 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
       }
     }
     Table t({"weights", "row", "method", "context", "tok/s", "rounds' tok/s", "MB/token", "GFLOP/s",
-             "bound ratio", "read ratio", "vs full", "goal", "met"});
+             "local GB/s", "bound ratio", "run ratio", "read ratio", "vs full", "goal", "met"});
     nlohmann::json jrows = nlohmann::json::array();
     for (const auto& r : res.rows) {
       if (!r.error.empty()) {
         t.add({r.weights, r.kind, r.method, std::to_string(r.context), "-", "-", "-", "-", "-", "-",
-               "-", "-", r.error});
+               "-", "-", "-", "-", r.error});
         jrows.push_back({{"weights", r.weights},
                          {"kind", r.kind},
                          {"method", r.method},
@@ -92,7 +94,9 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
       }
       t.add({r.weights, r.kind, r.method, std::to_string(r.context), fmt("%.1f", r.tokens_per_s),
              spread, decode ? fmt("%.1f", (r.weight_bytes + r.kv_bytes) / 1e6) : "-",
-             decode ? "-" : fmt("%.1f", r.flops / r.seconds / gb), fmt("%.3f", r.bound_ratio),
+             decode ? "-" : fmt("%.1f", r.flops / r.seconds / gb),
+             decode ? fmt("%.1f", r.local_bandwidth / gb) : "-", fmt("%.3f", r.bound_ratio),
+             decode ? fmt("%.3f", r.run_bound_ratio) : "-",
              decode ? fmt("%.3f", r.read_ratio) : "-",
              decode && r.vs_full > 0 ? fmt("%.2f", r.vs_full) : "-", r.goal,
              r.goal_met ? "yes" : "no"});
@@ -111,6 +115,8 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
         j["kv_bytes_per_token"] = r.kv_bytes;
         j["bytes_per_token"] = r.weight_bytes + r.kv_bytes;
         j["bound"] = "stream_copy_bandwidth";
+        j["local_bound_bytes_per_s"] = r.local_bandwidth;
+        j["run_bound_ratio"] = r.run_bound_ratio;
         j["read_ratio"] = r.read_ratio;
         j["round_tokens_per_s"] = r.round_tokens_per_s;
         if (r.vs_full > 0) j["vs_full"] = r.vs_full;
@@ -142,6 +148,7 @@ void register_bench_engine(CLI::App& bench, Globals& g) {
                                            {"stream_copy_bytes_per_s", lim.bandwidth},
                                            {"stream_copy_start_bytes_per_s", lim.bandwidth_start},
                                            {"stream_copy_end_bytes_per_s", lim.bandwidth_end},
+                                           {"stream_copy_probes_bytes_per_s", lim.bandwidth_probes},
                                            {"stream_read_bytes_per_s", lim.read_bandwidth},
                                            {"stream_read_start_bytes_per_s", lim.read_start},
                                            {"stream_read_end_bytes_per_s", lim.read_end},

@@ -2,9 +2,13 @@
 // memory (Model::random_typed) at realistic shapes, next to the machine's physical limits
 // measured in the same run:
 //   bandwidth  a STREAM-style copy between two large arrays on every thread (bytes read + bytes
-//              written per second, STREAM's convention), measured before the first row and again
-//              after the last; the larger is the bound (a shared machine's bandwidth drifts
-//              during a run, and the bound is what it showed it can do)
+//              written per second, STREAM's convention), measured before the first row, just
+//              before and just after each weight type's decode rounds at each context, and after
+//              the last row. A decode row's bound is the larger of the two copies around its own
+//              rounds (its local bound): a shared machine's bandwidth drifts, on this project's
+//              machine by up to 2x within minutes, and the rows of one run then see different
+//              machines; the copies around a row show what the memory could do while it ran. The
+//              run's bound (the largest of all the copies) is reported beside it.
 //   read       a plain read of one large array on every thread (bytes read per second): what
 //              a decode step, which only reads, could reach at best; shown beside the bound as
 //              a second reference (on this project's machine the copy's read + written bytes
@@ -47,10 +51,13 @@ struct EngineBenchOptions {
 struct EngineLimits {
   int threads = 0;
   double copy_bytes = 0;       ///< bytes of one array of the copy
-  double bandwidth = 0;        ///< bytes/s (read + written): the larger of the two copies below
+  double bandwidth = 0;        ///< bytes/s (read + written): the largest of all the copies
   double bandwidth_start = 0;  ///< the copy measured before the first row
   double bandwidth_end = 0;    ///< the copy measured again after the last row
-  double read_bandwidth = 0;   ///< bytes/s read: the larger of the read before and after the rows
+  /// The copies around each group of decode rounds, in run order (two per weight type and
+  /// context: before, after).
+  std::vector<double> bandwidth_probes;
+  double read_bandwidth = 0;  ///< bytes/s read: the larger of the read before and after the rows
   double read_start = 0, read_end = 0;
   /// The copy and read arrays, like the weights, were advised for 2 MiB pages and the kernel
   /// took the advice (core/large_buffer.hpp; VQ_HUGE_PAGES=0 turns it off for all of them).
@@ -72,11 +79,14 @@ struct EngineRow {
   double weight_bytes = 0;                 ///< decode: weight bytes read per token
   double kv_bytes = 0;     ///< decode: K/V content bytes resident (mean over the steps)
   double flops = 0;        ///< prefill: FLOP of the timed prefill
-  double bound_ratio = 0;  ///< decode: tok/s x bytes / bandwidth; prefill: FLOP/s / fma peak
-  double vs_full = 0;      ///< decode: tok/s / full's tok/s at this context (0 = no full row)
-  double read_ratio = 0;   ///< decode: tok/s x bytes / read bandwidth (information only)
+  double bound_ratio = 0;  ///< decode: tok/s x bytes / local bandwidth; prefill: FLOP/s / peak
+  /// decode: the larger of the copies measured just before and just after this row's rounds
+  double local_bandwidth = 0;
+  double run_bound_ratio = 0;  ///< decode: tok/s x bytes / the run's bound (EngineLimits)
+  double vs_full = 0;          ///< decode: tok/s / full's tok/s at this context (0 = no full row)
+  double read_ratio = 0;       ///< decode: tok/s x bytes / read bandwidth (information only)
   /// The goal for the row and whether this run met it: prefill FLOP/s >= 0.5 of the fma
-  /// peak; decode >= 0.7 of the bandwidth bound; and for a method other than full at the
+  /// peak; decode >= 0.7 of the local bandwidth bound; and for a method other than full at the
   /// largest context also tok/s >= 0.9x full's.
   std::string goal;
   bool goal_met = false;

@@ -32,10 +32,17 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
   EXPECT_EQ(j["rounds"], 3);
   EXPECT_EQ(j["limits"]["threads"], 2);
   EXPECT_GT(j["limits"]["stream_copy_bytes_per_s"].get<double>(), 0);
-  // The bound is the larger of the copies measured before and after the rows.
-  EXPECT_EQ(j["limits"]["stream_copy_bytes_per_s"].get<double>(),
-            std::max(j["limits"]["stream_copy_start_bytes_per_s"].get<double>(),
-                     j["limits"]["stream_copy_end_bytes_per_s"].get<double>()));
+  // The run's bound is the largest copy: before and after the rows, and the two around each
+  // group of decode rounds (2 weight types x 2 contexts).
+  const auto probes = j["limits"]["stream_copy_probes_bytes_per_s"].get<std::vector<double>>();
+  ASSERT_EQ(probes.size(), 8u) << j["limits"].dump();
+  double run_bound = std::max(j["limits"]["stream_copy_start_bytes_per_s"].get<double>(),
+                              j["limits"]["stream_copy_end_bytes_per_s"].get<double>());
+  for (double p : probes) {
+    EXPECT_GT(p, 0);
+    run_bound = std::max(run_bound, p);
+  }
+  EXPECT_EQ(j["limits"]["stream_copy_bytes_per_s"].get<double>(), run_bound);
   // The read reference likewise (the larger of before and after).
   EXPECT_GT(j["limits"]["stream_read_bytes_per_s"].get<double>(), 0);
   EXPECT_EQ(j["limits"]["stream_read_bytes_per_s"].get<double>(),
@@ -57,6 +64,8 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
   ASSERT_EQ(j["rows"].size(), 14u) << j.dump(1);
   std::set<std::string> seen;
   double full_kv_64 = 0, h2o_kv_64 = 0;
+  int64_t group = -1;  // the decode rows come in groups of three (one weight type and context)
+  int64_t decode_rows = 0;
   for (const auto& row : j["rows"]) {
     ASSERT_FALSE(row.contains("error")) << row.dump();
     seen.insert(row["weights"].get<std::string>() + "/" + row["kind"].get<std::string>());
@@ -73,10 +82,25 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
       EXPECT_EQ(row["bound"], "stream_copy_bandwidth");
       EXPECT_GT(row["weight_bytes_per_token"].get<double>(), 0);
       EXPECT_GT(row["kv_bytes_per_token"].get<double>(), 0);
+      // A decode row's own bound: the larger copy around its group's rounds; the run's bound
+      // beside it.
+      group = decode_rows++ / 3;
+      const double local = row["local_bound_bytes_per_s"].get<double>();
+      EXPECT_EQ(local, std::max(probes[static_cast<size_t>(2 * group)],
+                                probes[static_cast<size_t>(2 * group + 1)]))
+          << row.dump();
       EXPECT_NEAR(row["bound_ratio"].get<double>(),
+                  row["tokens_per_s"].get<double>() * row["bytes_per_token"].get<double>() / local,
+                  1e-9);
+      EXPECT_NEAR(row["run_bound_ratio"].get<double>(),
                   row["tokens_per_s"].get<double>() * row["bytes_per_token"].get<double>() /
                       j["limits"]["stream_copy_bytes_per_s"].get<double>(),
                   1e-9);
+      EXPECT_LE(row["run_bound_ratio"].get<double>(), row["bound_ratio"].get<double>());
+      EXPECT_EQ(row["goal_met"].get<bool>(), row["bound_ratio"].get<double>() >= 0.7 &&
+                                                 (row["method"] == "full" || row["context"] != 64 ||
+                                                  row["vs_full"].get<double>() >= 0.9))
+          << row.dump();
       EXPECT_NEAR(row["read_ratio"].get<double>(),
                   row["tokens_per_s"].get<double>() * row["bytes_per_token"].get<double>() /
                       j["limits"]["stream_read_bytes_per_s"].get<double>(),
@@ -101,6 +125,7 @@ TEST(CliBenchEngine, TinyShapeWritesEveryRowWithItsBound) {
     }
   }
   EXPECT_EQ(seen.size(), 4u);
+  EXPECT_EQ(decode_rows, 12);
   // The eviction cache holds 16 of the 64+ tokens: it reads fewer K/V bytes than full.
   EXPECT_GT(full_kv_64, 2 * h2o_kv_64);
   EXPECT_GT(h2o_kv_64, 0);
