@@ -297,9 +297,11 @@ py::object json_to_py(const nlohmann::json& j) {
 // A model with its tokenizer. Immutable once open: calls release the GIL and may run in parallel.
 class PyModel {
  public:
-  PyModel(const std::string& path, const py::object& tokenizer, const std::string& load) {
+  PyModel(const std::string& path, const py::object& tokenizer, const py::object& load) {
     const std::string tok = tokenizer.is_none() ? std::string() : tokenizer.cast<std::string>();
-    const vq::FileLoad how = vq::parse_file_load(load);  // ValueError naming a bad value
+    // None or "" as in C: the map; any other name but map / copy is a ValueError naming it
+    const std::string how_name = load.is_none() ? std::string() : load.cast<std::string>();
+    const vq::FileLoad how = how_name.empty() ? vq::FileLoad::Map : vq::parse_file_load(how_name);
     py::gil_scoped_release release;
     m_ = std::make_shared<const vq::TextModel>(vq::TextModel::open(path, tok, true, how));
   }
@@ -503,7 +505,7 @@ PYBIND11_MODULE(veloxquant, m) {
   py::class_<PyModel>(m, "Model",
                       "A model and its tokenizer: a .gguf file, a Hugging Face directory or a "
                       "llama2.c .bin (its tokNNN.bin found by vocabulary size, or tokenizer=).")
-      .def(py::init<const std::string&, const py::object&, const std::string&>(), py::arg("path"),
+      .def(py::init<const std::string&, const py::object&, const py::object&>(), py::arg("path"),
            py::arg("tokenizer") = py::none(), py::arg("load") = "map",
            "load: how a .gguf / Hugging Face model's files come into memory, as the CLI's --load: "
            "'map' (a memory map) or 'copy' (read into memory on 2 MiB pages where the kernel "

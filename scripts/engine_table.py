@@ -33,9 +33,9 @@ def main(path):
         f"{lim['fma_peak_flops_per_s'] / gb:.1f} GFLOP/s ({lim['fma_kernel']}); "
         f"{j.get('rounds', 1)} rounds of {j['decode_steps']} decode steps per method"
     )
-    print()
     probes = lim.get("stream_copy_probes_bytes_per_s") or []
     if probes:
+        print()
         print("copies around the decode groups (GB/s, before / after): " +
               ", ".join(f"{probes[i] / gb:.1f} / {probes[i + 1] / gb:.1f}"
                         for i in range(0, len(probes) - 1, 2)))

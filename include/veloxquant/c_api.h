@@ -137,8 +137,10 @@ vq_status vq_model_open(const char* path, const char* tokenizer, vq_model** out)
 /* vq_model_open with the way a .gguf / Hugging Face model's files come into memory, as the CLI's
  * --load: NULL, "" or "map" maps them (instant, shared with the page cache); "copy" reads them
  * into the process's memory on 2 MiB pages where the kernel allows (faster decode on large
- * models; refused with VQ_ERR_INVALID_ARGUMENT before reading when the copy cannot fit in
- * memory). Any other value: VQ_ERR_INVALID_ARGUMENT naming it. A llama2.c .bin is always read. */
+ * models). A copy larger than the machine's physical memory (or $VQ_MEMORY_LIMIT) is refused
+ * with VQ_ERR_INVALID_ARGUMENT before anything is read; one that passes that check but cannot be
+ * allocated or read gives VQ_ERR_IO. Any other load value: VQ_ERR_INVALID_ARGUMENT naming it.
+ * *out is NULL after any failure. A llama2.c .bin is always read. */
 vq_status vq_model_open_ex(const char* path, const char* tokenizer, const char* load,
                            vq_model** out);
 /* Free a model (NULL is fine). */

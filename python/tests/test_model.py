@@ -56,6 +56,7 @@ def test_load_copy_gives_the_mapped_models_text(model_file):
     want = vq.Model(path).generate(PROMPT, method="h2o:budget=32", steps=60)
     assert vq.Model(path, load="copy").generate(PROMPT, method="h2o:budget=32", steps=60) == want
     assert vq.Model(path, load="map").generate(PROMPT, method="h2o:budget=32", steps=60) == want
+    assert vq.Model(path, load=None).generate(PROMPT, method="h2o:budget=32", steps=60) == want
     with pytest.raises(ValueError, match="'mmap' is not one of: map, copy"):
         vq.Model(path, load="mmap")
 

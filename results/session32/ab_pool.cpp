@@ -1,7 +1,7 @@
 // Session 32: in one process, decode steps (`full`) alternating by rounds of 8 between four
 // settings of two temporary switches compiled into the library for this measurement only (not
 // kept in this form): vq::g_yield_us (the thread pool's yield span after its pauses: 0 or 200 µs;
-// 200 µs is what core/thread_pool.cpp now does) and vq::kernels::g_fuse_products (the q/k/v and
+// not kept either, see docs/eval.md) and vq::kernels::g_fuse_products (the q/k/v and
 // gate/up products as one loop each: a matvec_many, measured +0-3%, not kept). Does not build
 // against the committed library; kept with its output (runs.txt).
 #include <chrono>

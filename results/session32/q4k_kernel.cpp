@@ -2,13 +2,18 @@
 // library's KQuantRows512), `new` (run10: factors interleaved d * sc / dmin * mn, input scales
 // and level sums prepared per lane; bit-identical, 4-7% faster here, not kept), and probes that
 // leave parts out (int-only: the nibbles and dpbusd alone; p-*: one part of the factors each).
-// Standalone: g++ -O3 -march=native -std=c++20 results/session32/q4k_kernel.cpp -o q4k && ./q4k
+// Then the old and new kernels streaming a large buffer (BROWS rows, default 262144: 302 MB) on
+// two threads, alternating.
+// Standalone: g++ -O3 -march=native -std=c++20 results/session32/q4k_kernel.cpp -o q4k -lpthread
+//             && ./q4k
 #include <immintrin.h>
+#include <sys/mman.h>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 static double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -58,6 +63,61 @@ float run(const uint8_t* w, int64_t cols, const int8_t* q, const float* xs, cons
   __m256 mins = _mm256_setzero_ps();
   for (int64_t sb = 0; sb < cols / 256; ++sb) {
     const uint8_t* b = w + 144 * sb;
+    __m512 f8 = _mm512_set1_ps(1.0f);
+    if constexpr (M != 1 && M != 3) {
+      const __m512 x8 = _mm512_castps256_ps512(ld(xs + 8 * sb));
+      const __m256 qsf =
+          _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 8 * sb)));
+      f8 = k_super_block_scales16(b, _mm512_shuffle_f32x4(x8, x8, 0x44));
+      mins = _mm256_fmadd_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f8), 1)), qsf,
+                             mins);
+    }
+    const int8_t* qb = q + 256 * sb;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512i raw = _mm512_loadu_si512(b + 16 + 64 * h);
+      __m512i lo = _mm512_and_si512(raw, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      const __m512i sl = dot_u8i8(_mm512_setzero_si512(), lo, _mm512_loadu_si512(qb + 128 * h));
+      const __m512i sh =
+          dot_u8i8(_mm512_setzero_si512(), hi, _mm512_loadu_si512(qb + 128 * h + 64));
+      if constexpr (M == 1 || M == 2) {
+        ia[2 * h] = _mm512_add_epi32(ia[2 * h], sl);
+        ia[2 * h + 1] = _mm512_add_epi32(ia[2 * h + 1], sh);
+      } else {
+        a[2 * h] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[2 * h], f8), _mm512_cvtepi32_ps(sl),
+                                   a[2 * h]);
+        a[2 * h + 1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[2 * h + 1], f8),
+                                       _mm512_cvtepi32_ps(sh), a[2 * h + 1]);
+      }
+    }
+    if constexpr (M == 2) a[0] = _mm512_add_ps(a[0], f8);
+  }
+  const __m512 t = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, t);
+  return hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8))) - hsum(mins) +
+         (float)_mm512_reduce_add_epi32(
+             _mm512_add_epi32(_mm512_add_epi32(ia[0], ia[1]), _mm512_add_epi32(ia[2], ia[3])));
+}
+
+template <int M, int Dist, int Hint>
+float runP(const uint8_t* w, int64_t cols, const int8_t* q, const float* xs, const int32_t* qs) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i pick[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+                           _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
+                           _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
+  __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                 _mm512_setzero_ps()};
+  __m512i ia[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                   _mm512_setzero_si512()};
+  __m256 mins = _mm256_setzero_ps();
+  for (int64_t sb = 0; sb < cols / 256; ++sb) {
+    const uint8_t* b = w + 144 * sb;
+    if constexpr (Dist > 0)
+      for (int64_t line = 0; line < 144; line += 64)
+        _mm_prefetch((const char*)(b + line + Dist), (_mm_hint)Hint);
     __m512 f8 = _mm512_set1_ps(1.0f);
     if constexpr (M != 1 && M != 3) {
       const __m512 x8 = _mm512_castps256_ps512(ld(xs + 8 * sb));
@@ -223,6 +283,47 @@ float probe(const uint8_t* w, int64_t cols, const int8_t* q, const float* x2) {
              _mm512_add_epi32(_mm512_add_epi32(ia[0], ia[1]), _mm512_add_epi32(ia[2], ia[3]))) +
          (float)_mm_cvtsi128_si32(acc128) + _mm512_reduce_add_ps(accf);
 }
+float run10p(const uint8_t* w, int64_t cols, const int8_t* q, const float* x2, const float* qs2) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                 _mm512_setzero_ps()};
+  __m512 mins = _mm512_setzero_ps();
+  const __m512i pick[4] = {
+      _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0),
+      _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 2, 2, 2, 2, 2, 2, 2, 2),
+      _mm512_set_epi32(12, 12, 12, 12, 12, 12, 12, 12, 8, 8, 8, 8, 8, 8, 8, 8),
+      _mm512_set_epi32(14, 14, 14, 14, 14, 14, 14, 14, 10, 10, 10, 10, 10, 10, 10, 10)};
+  for (int64_t sb = 0; sb < cols / 256; ++sb) {
+    const uint8_t* b = w + 144 * sb;
+    for (int64_t line = 0; line < 144; line += 64)
+      _mm_prefetch((const char*)(b + line + 8192), _MM_HINT_T0);
+    const __m512 sm = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(k_scales_interleaved(b)));
+    const __m512 ddv = _mm512_cvtph_ps(
+        _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(b))));
+    const __m512 fv = _mm512_mul_ps(_mm512_mul_ps(ddv, sm), _mm512_loadu_ps(x2 + 16 * sb));
+    mins = _mm512_fmadd_ps(fv, _mm512_loadu_ps(qs2 + 16 * sb), mins);
+    const int8_t* qb = q + 256 * sb;
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512i raw = _mm512_loadu_si512(b + 16 + 64 * h);
+      __m512i lo = _mm512_and_si512(raw, m4);
+      __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      const __m512i sl = dot_u8i8(_mm512_setzero_si512(), lo, _mm512_loadu_si512(qb + 128 * h));
+      const __m512i sh =
+          dot_u8i8(_mm512_setzero_si512(), hi, _mm512_loadu_si512(qb + 128 * h + 64));
+      const __m512 fl = _mm512_permutexvar_ps(pick[2 * h], fv);
+      const __m512 fh = _mm512_permutexvar_ps(pick[2 * h + 1], fv);
+      a[2 * h] = _mm512_fmadd_ps(fl, _mm512_cvtepi32_ps(sl), a[2 * h]);
+      a[2 * h + 1] = _mm512_fmadd_ps(fh, _mm512_cvtepi32_ps(sh), a[2 * h + 1]);
+    }
+  }
+  const __m512 t = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, t);
+  const __m256 m8 = _mm512_castps512_ps256(_mm512_maskz_compress_ps(0xAAAA, mins));
+  return hsum(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8))) - hsum(m8);
+}
+
 int main() {
   const int64_t cols = 2048, rows = 256, rb = cols / 256 * 144;
   std::vector<uint8_t> W(rows * rb);
@@ -281,7 +382,70 @@ int main() {
     if (r < 2) printf("%.9g %.9g\n", u, v);
   }
   printf("bit-identical rows: %d/%lld\n", same, (long long)rows);
-  for (int k = 0; k < 2; k++) {
+  {
+    const int64_t brows = atoll(getenv("BROWS") ? getenv("BROWS") : "262144");
+    size_t big = brows * rb;
+    big = (big + (2 << 20) - 1) & ~size_t((2 << 20) - 1);
+    uint8_t* B = (uint8_t*)aligned_alloc(2 << 20, big);
+    madvise(B, big, MADV_HUGEPAGE);
+    for (int64_t r = 0; r < brows; r++) memcpy(B + r * rb, W.data() + (r % rows) * rb, rb);
+    auto BIG = [&](const char* name, auto fn) {
+      double best = 1e9;
+      volatile float sink = 0;
+      for (int rep = 0; rep < 3; rep++) {
+        double t0 = now();
+        std::vector<std::thread> th;
+        for (int t = 0; t < 2; t++)
+          th.emplace_back([&, t] {
+            float s = 0;
+            for (int64_t r = t * brows / 2; r < (t + 1) * brows / 2; r++) s += fn(B + r * rb);
+            sink = sink + s;
+          });
+        for (auto& x : th) x.join();
+        best = std::min(best, now() - t0);
+      }
+      printf("%-12s big T2 %.1f GB/s\n", name, brows * rb / best / 1e9);
+    };
+    for (int k = 0; k < 6; k++) {
+      if (k % 2) {
+        BIG("new-kernel",
+            [&](const uint8_t* w) { return run10p(w, cols, q.data(), x2.data(), qs2.data()); });
+      }
+      BIG("old-kernel", [&](const uint8_t* w) {
+        return runP<0, 8192, 3>(w, cols, q.data(), xs.data(), qs.data());
+      });
+      if (!(k % 2)) {
+        BIG("new-kernel",
+            [&](const uint8_t* w) { return run10p(w, cols, q.data(), x2.data(), qs2.data()); });
+      }
+    }
+    for (int k = 0; k < 0; k++) {
+      BIG("pf0",
+          [&](const uint8_t* w) { return runP<0, 0, 3>(w, cols, q.data(), xs.data(), qs.data()); });
+      BIG("pf8k-T0", [&](const uint8_t* w) {
+        return runP<0, 8192, 3>(w, cols, q.data(), xs.data(), qs.data());
+      });
+      BIG("pf4k-T0", [&](const uint8_t* w) {
+        return runP<0, 4096, 3>(w, cols, q.data(), xs.data(), qs.data());
+      });
+      BIG("pf16k-T0", [&](const uint8_t* w) {
+        return runP<0, 16384, 3>(w, cols, q.data(), xs.data(), qs.data());
+      });
+      BIG("pf8k-T1", [&](const uint8_t* w) {
+        return runP<0, 8192, 2>(w, cols, q.data(), xs.data(), qs.data());
+      });
+      BIG("pf16k-T1", [&](const uint8_t* w) {
+        return runP<0, 16384, 2>(w, cols, q.data(), xs.data(), qs.data());
+      });
+      BIG("pf32k-T1", [&](const uint8_t* w) {
+        return runP<0, 32768, 2>(w, cols, q.data(), xs.data(), qs.data());
+      });
+      BIG("int-only8k", [&](const uint8_t* w) {
+        return runP<1, 8192, 3>(w, cols, q.data(), xs.data(), qs.data());
+      });
+    }
+  }
+  for (int k = 0; k < 0; k++) {
     L2("p-none", [&](const uint8_t* w) { return probe<0>(w, cols, q.data(), x2.data()); });
     L2("p-unpack", [&](const uint8_t* w) { return probe<5>(w, cols, q.data(), x2.data()); });
     L2("p-unp+cvt", [&](const uint8_t* w) { return probe<6>(w, cols, q.data(), x2.data()); });

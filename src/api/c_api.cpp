@@ -354,9 +354,9 @@ vq_status vq_model_open(const char* path, const char* tokenizer, vq_model** out)
 vq_status vq_model_open_ex(const char* path, const char* tokenizer, const char* load,
                            vq_model** out) {
   return guarded([&] {
-    need(path, "path");
     need(out, "out");
     *out = nullptr;
+    need(path, "path");
     const vq::FileLoad how =
         load && *load ? vq::parse_file_load(load) : vq::FileLoad::Map;  // names a bad value
     auto m = std::make_unique<vq_model>();

@@ -2,7 +2,6 @@
 #include "core/thread_pool.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <system_error>
 
@@ -15,17 +14,10 @@ namespace {
 
 thread_local bool t_in_region = false;
 
-// How a waiting thread waits before it sleeps on a condition variable: kSpinRounds pauses
-// (checking an atomic; about 20 µs here), then yields for up to kYieldSpan. A decode step issues
-// a loop every few microseconds to a few hundred, and on a virtual machine each sleep costs a
-// futex wake through the hypervisor: on the 1B shape (Q4_K, `full`, context 512, two threads)
-// the pauses alone left about 50 sleeps and wakes per step (perf: futex calls 6302 -> 1272 and
-// context switches 2245 -> 656 over a run of 100 steps with the yields), and decode gained 1-4%
-// in one process alternating with and without (session 32; results/session32/). A yield hands
-// the core to any other runnable thread, so an oversubscribed machine (more threads than
-// cores) still makes progress while a thread waits.
+// Rounds a waiting thread spins (checking an atomic) before it sleeps on a condition variable:
+// a decode step issues a loop every few microseconds, and waking a sleeping thread costs about
+// as much as a small loop. A few tens of microseconds.
 constexpr int kSpinRounds = 1000;
-constexpr auto kYieldSpan = std::chrono::microseconds(200);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,22 +25,6 @@ inline void cpu_relax() {
 #else
   std::this_thread::yield();
 #endif
-}
-
-// Waits for ready() to hold: kSpinRounds pauses, then yields until kYieldSpan has passed. True
-// when ready() held; false when the caller should sleep on its condition variable.
-template <typename Ready>
-bool spin_until(Ready ready) {
-  for (int i = 0; i < kSpinRounds; ++i) {
-    if (ready()) return true;
-    cpu_relax();
-  }
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0;; ++i) {
-    if (ready()) return true;
-    std::this_thread::yield();
-    if (i % 16 == 15 && std::chrono::steady_clock::now() - start > kYieldSpan) return ready();
-  }
 }
 
 void check_threads(int threads) {
@@ -158,7 +134,8 @@ void ThreadPool::run_pieces(int slot) {
 
 void ThreadPool::worker_loop(uint64_t seen, int slot) {
   for (;;) {
-    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    for (int i = 0; i < kSpinRounds && generation_.load(std::memory_order_acquire) == seen; ++i)
+      cpu_relax();
     {
       std::unique_lock<std::mutex> lk(m_);
       wake_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
@@ -207,7 +184,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, Body fn) {
     std::lock_guard<std::mutex> lk(m_);
     open_ = false;
   }
-  if (!spin_until([&] { return active_.load(std::memory_order_acquire) == 0; })) {
+  for (int i = 0; i < kSpinRounds && active_.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
+  if (active_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lk(m_);
     done_.wait(lk, [&] { return active_.load(std::memory_order_acquire) == 0; });
   }

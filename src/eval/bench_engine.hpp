@@ -5,10 +5,11 @@
 //              written per second, STREAM's convention), measured before the first row, just
 //              before and just after each weight type's decode rounds at each context, and after
 //              the last row. A decode row's bound is the larger of the two copies around its own
-//              rounds (its local bound): a shared machine's bandwidth drifts, on this project's
-//              machine by up to 2x within minutes, and the rows of one run then see different
-//              machines; the copies around a row show what the memory could do while it ran. The
-//              run's bound (the largest of all the copies) is reported beside it.
+//              rounds (its local bound): a shared machine's bandwidth drifts (on this project's
+//              machine by 1.6x between two runs 20 minutes apart), and the rows of one run then
+//              see different machines; the copies around a row show what the memory could do
+//              while it ran. The run's bound (the largest of all the copies) is reported beside
+//              it (docs/eval.md says how each ratio leans).
 //   read       a plain read of one large array on every thread (bytes read per second): what
 //              a decode step, which only reads, could reach at best; shown beside the bound as
 //              a second reference (on this project's machine the copy's read + written bytes

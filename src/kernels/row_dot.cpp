@@ -995,7 +995,11 @@ void prepare_row_dot_input(GgmlType t, const float* x, int64_t cols, RowDotInput
   if (!bytes) in.q.resize(static_cast<size_t>(cols));
   in.scale.resize(static_cast<size_t>(nb));
   in.qsum.resize(static_cast<size_t>(nb));
-  const bool pair_lanes = t == GgmlType::Q4_K || t == GgmlType::Q5_K;
+#if defined(VQ_ROW_DOT_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__)
+  const bool pair_lanes = t == GgmlType::Q4_K || t == GgmlType::Q5_K;  // KQuantRows512 reads them
+#else
+  constexpr bool pair_lanes = false;
+#endif
   if (pair_lanes) {
     in.pair_scale.resize(static_cast<size_t>(2 * nb));
     in.pair_qsum.resize(static_cast<size_t>(2 * nb));

@@ -60,8 +60,9 @@ struct RowDotInput {
   std::vector<float> lane_scale, lane_min;
   std::vector<float> scale;   ///< [cols / 32] x ~= scale * q; NaN for a block with inf / NaN
   std::vector<int32_t> qsum;  ///< [cols / 32] sum of the block's levels (the min terms)
-  /// Q4_K / Q5_K: [2 * cols / 32], block b's scale at 2b and 2b + 1, and 0 at 2b, its level sum
-  /// (as float) at 2b + 1: the lanes of the 512-bit kernel's interleaved factors.
+  /// Q4_K / Q5_K in AVX-512 builds, the lanes of the 512-bit kernel's interleaved factors, both
+  /// [2 * cols / 32]: pair_scale holds block b's scale at 2b and at 2b + 1; pair_qsum holds 0 at
+  /// 2b and block b's level sum (as float) at 2b + 1.
   std::vector<float> pair_scale, pair_qsum;
   std::vector<float> split;  ///< BF16: per 16 values of x, the 8 even then the 8 odd ones
 };

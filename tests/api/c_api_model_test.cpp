@@ -213,6 +213,9 @@ TEST(CApiModel, OpenExLoadsByCopyOrMap) {
   EXPECT_NE(std::string(vq_last_error()).find("map, copy"), std::string::npos) << vq_last_error();
   EXPECT_EQ(vq_model_open_ex("/nonexistent/m.gguf", nullptr, "copy", &m), VQ_ERR_IO);
   EXPECT_EQ(m, nullptr);
+  m = reinterpret_cast<vq_model*>(&sentinel);
+  EXPECT_EQ(vq_model_open_ex(nullptr, nullptr, "copy", &m), VQ_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
 }
 
 TEST(CApiModel, ErrorsAreStatusCodesWithMessages) {
