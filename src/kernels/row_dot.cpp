@@ -326,16 +326,6 @@ inline __m512i dot_u8i8(__m512i start, __m512i codes, __m512i x) {
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-// Q8_0 with 512-bit vectors on int16 levels, where the build has AVX-512 BW (since
-// session 15: one 32-byte load of the codes, one widening and one madd per block instead of two
-// each; Q8_0 2048 x 8192, one thread, interleaved with the 256-bit kernel: 20.3-21.4 -> 23.7-24.5
-// GB/s; 2048-column rows the same within noise; Q4_1 / Q5_0 / Q5_1 took it too until session 20).
-// Q8_0 stays on int16 levels: on int8 ones (Block32ByteRows512's scheme, codes + 128) it was no
-// faster (512 x 2048, one thread, interleaved: 23.5-24.1 µs here, 27.8-28.4 there), and int16
-// levels round the input 256 times finer. A block's 32 codes
-// (Block32Rows::codes32) widened to int16 at once and multiplied with its 32 levels in one
-// _mm512_madd_epi16 (16 int32 lanes, each 2 products: exact), converted and scaled into one of
-// two 16-lane accumulators (even / odd blocks); the min terms as in Block32Rows.
 #if defined(__AVX512VBMI__)
 // The fp16 d of the 16 Q8_0 blocks (34 bytes each) from p0, as 16 floats: four 128-byte windows,
 // each holding four blocks' d at bytes 0, 34, 68 and 102, whose bytes one vpermt2b picks. The
@@ -354,6 +344,16 @@ inline __m512 q8_0_d16(const uint8_t* p0) {
 }
 #endif
 
+// Q8_0 with 512-bit vectors on int16 levels, where the build has AVX-512 BW (since
+// session 15: one 32-byte load of the codes, one widening and one madd per block instead of two
+// each; Q8_0 2048 x 8192, one thread, interleaved with the 256-bit kernel: 20.3-21.4 -> 23.7-24.5
+// GB/s; 2048-column rows the same within noise; Q4_1 / Q5_0 / Q5_1 took it too until session 20).
+// Q8_0 stays on int16 levels: on int8 ones (Block32ByteRows512's scheme, codes + 128) it was no
+// faster (512 x 2048, one thread, interleaved: 23.5-24.1 µs here, 27.8-28.4 there), and int16
+// levels round the input 256 times finer. A block's 32 codes
+// (Block32Rows::codes32) widened to int16 at once and multiplied with its 32 levels in one
+// _mm512_madd_epi16 (16 int32 lanes, each 2 products: exact), converted and scaled into one of
+// two 16-lane accumulators (even / odd blocks); the min terms as in Block32Rows.
 template <Block32 T>
 struct Block32Rows512 {
   using B = Block32Rows<T>;
@@ -367,11 +367,15 @@ struct Block32Rows512 {
     const int32_t* qs = in.qsum.data();
     __m512 a[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     float mins[2] = {0.0f, 0.0f};
+    // block b's exact integer sum, scaled by its factor d * scale[b] into acc
+    const auto product = [&](int64_t b, float factor, __m512& acc) {
+      const __m512i s = _mm512_madd_epi16(_mm512_cvtepi8_epi16(B::codes32(w + B::kBytes * b)),
+                                          _mm512_loadu_si512(q + 32 * b));
+      acc = _mm512_fmadd_ps(_mm512_set1_ps(factor), _mm512_cvtepi32_ps(s), acc);
+    };
     const auto block = [&](int64_t b, __m512& acc, float& mn) {
       const uint8_t* p = w + B::kBytes * b;
-      const __m512i s =
-          _mm512_madd_epi16(_mm512_cvtepi8_epi16(B::codes32(p)), _mm512_loadu_si512(q + 32 * b));
-      acc = _mm512_fmadd_ps(_mm512_set1_ps(half_at(p) * xs[b]), _mm512_cvtepi32_ps(s), acc);
+      product(b, half_at(p) * xs[b], acc);
       if constexpr (B::kMin) mn += half_at(p + 2) * (xs[b] * static_cast<float>(qs[b]));
     };
     int64_t b = 0;
@@ -389,11 +393,8 @@ struct Block32Rows512 {
         _mm512_store_ps(f, _mm512_mul_ps(q8_0_d16(p0), _mm512_loadu_ps(xs + b)));
 #pragma GCC unroll 16
         for (int k = 0; k < 16; ++k) {
-          const uint8_t* p = p0 + B::kBytes * k;
-          if (k % 2 == 0) prefetch_ahead<Pf>(p);
-          const __m512i s = _mm512_madd_epi16(_mm512_cvtepi8_epi16(B::codes32(p)),
-                                              _mm512_loadu_si512(q + 32 * (b + k)));
-          a[k % 2] = _mm512_fmadd_ps(_mm512_set1_ps(f[k]), _mm512_cvtepi32_ps(s), a[k % 2]);
+          if (k % 2 == 0) prefetch_ahead<Pf>(p0 + B::kBytes * k);
+          product(b + k, f[k], a[k % 2]);
         }
       }
     }
