@@ -4,7 +4,9 @@
 // Build (after the project's build):
 //   g++ -O3 -march=native -std=c++20 -I include -I src results/session33/kvtc_pair.cpp
 //       build/lib/libveloxquant.a -lzstd -lxxhash -lsentencepiece -lpcre2-8 -licuuc -lpthread -o kp
-//   ./kp q4_k 4096 8 [method]   (weights, context, rounds; method defaults to kvtc)
+//   ./kp q4_k 4096 12 [method]   (weights, context, rounds; method defaults to kvtc)
+// Prints each round and the 7th smallest of the 12 rounds' ratios (ratio[size / 2], the upper
+// median); full runs first in every round.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +24,10 @@ int main(int argc, char** argv) {
   const int ctx = argc > 2 ? atoi(argv[2]) : 4096;
   const int rounds = argc > 3 ? atoi(argv[3]) : 8;
   const std::string method = argc > 4 ? argv[4] : "kvtc";
+  if (ctx < 1 || rounds < 1) {
+    fprintf(stderr, "context and rounds must be at least 1\n");
+    return 1;
+  }
   set_thread_count(2);
   ModelConfig c;
   c.dim = 2048;

@@ -392,26 +392,31 @@ int64_t run_length(const Loc* locs, int64_t limit) {
 
 }  // namespace
 
-void HeadStore::prefetch_run(int kv, int64_t slot, int64_t row_bytes) const {
+void HeadStore::prefetch_run(int kv, Loc next, int64_t rows, int32_t chunk_now,
+                             int64_t row_bytes) const {
   // Each chunk's parameters and codes are allocations of their own, so the hardware has no
   // stream to follow from one run into the next: the parameters' first read (chunk_ranges) and
-  // the codes' first lines were misses taken one after another, per chunk, head and layer. Asked
-  // for while the run before is read (its kernel takes far longer than the fetches), they are
-  // there when needed. Up to 1 KiB of parameters and 4 KiB of codes: a 128-row kvtc chunk at 32
-  // bytes a row. Random 1B-shaped Q4_K model, context 4096, two threads, kvtc's decode tok/s over
-  // full's in one process (results/session33/kvtc_pair.cpp, medians of 12 rounds): 0.920
-  // and 0.905 / 0.906 before, 0.953 / 0.935 with these requests (with the next run's slot table
-  // and only 256 bytes of codes: 0.945 / 0.931). A prefetch never faults and changes no result.
+  // the codes' first lines were misses taken one after another, per chunk, head and layer
+  // (perf: chunk_ranges spent 78% of its samples on that first load). Asked for while the run
+  // before is read, they have that run's time to arrive. The parameters (up to 1 KiB) only when
+  // the next run is in another chunk; the codes of the next run's rows, up to 4 KiB (a whole
+  // 128-row kvtc chunk at 32 bytes a row), so that a store cut into short runs by evictions asks
+  // for no more than it reads. Random 1B-shaped Q4_K model, context 4096, two threads, kvtc's
+  // decode tok/s over full's in one process (results/session33/kvtc_pair.cpp, the 7th of 12
+  // rounds' ratios): 0.920, 0.905 and 0.906 before, 0.953 and 0.935 with these requests (with
+  // the next run's slot table and only 256 bytes of codes: 0.945 / 0.931). A prefetch never
+  // faults and changes no result.
+  if (next.chunk < 0) return;
   const auto ask = [](const void* p, int64_t bytes) {
     const auto* c = static_cast<const char*>(p);
     for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o, 0, 3);
   };
-  const Loc l = loc_[static_cast<size_t>(slot)];
-  if (l.chunk < 0) return;
-  const Chunk& ch = chunks_[static_cast<size_t>(l.chunk)];
-  const std::vector<uint8_t>& params = ch.params[kv];
-  ask(params.data(), std::min<int64_t>(static_cast<int64_t>(params.size()), 1024));
-  ask(ch.codes[kv].data() + l.row * row_bytes, std::min<int64_t>((ch.n - l.row) * row_bytes, 4096));
+  const Chunk& ch = chunks_[static_cast<size_t>(next.chunk)];
+  if (next.chunk != chunk_now) {
+    const std::vector<uint8_t>& params = ch.params[kv];
+    ask(params.data(), std::min<int64_t>(static_cast<int64_t>(params.size()), 1024));
+  }
+  ask(ch.codes[kv].data() + next.row * row_bytes, std::min<int64_t>(rows * row_bytes, 4096));
 }
 
 template <typename Fn>
@@ -429,12 +434,23 @@ void HeadStore::for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const {
     }
     return;
   }
-  for (int64_t i = 0; i < n;) {
-    const Loc l = loc_[static_cast<size_t>(first + i)];
+  // the run that starts at slots[first + i]: where it lies, and how many rows it has
+  const auto run_at = [&](int64_t i, Loc& l, int64_t& m) {
+    l = loc_[static_cast<size_t>(first + i)];
     // window rows are contiguous only within one page
     const int64_t limit = l.chunk < 0 ? std::min(n - i, pool.run(l.row)) : n - i;
-    const int64_t m = run_length(loc_.data() + first + i, limit);
-    if (i + m < n) prefetch_run(kv, first + i + m, cd.row_bytes());
+    m = run_length(loc_.data() + first + i, limit);
+  };
+  Loc l;
+  int64_t m = 0;
+  run_at(0, l, m);
+  for (int64_t i = 0; i < n;) {
+    Loc next;
+    int64_t next_m = 0;
+    if (i + m < n) {  // found before this run is read, so its first lines can be on their way
+      run_at(i + m, next, next_m);
+      prefetch_run(kv, next, next_m, l.chunk, cd.row_bytes());
+    }
     if (l.chunk < 0) {
       fn(nullptr, pool.row(l.row), true, i, m);
     } else {
@@ -443,6 +459,8 @@ void HeadStore::for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const {
          ch.codes[kv].data() + l.row * cd.row_bytes(), false, i, m);
     }
     i += m;
+    l = next;
+    m = next_m;
   }
 }
 
