@@ -392,8 +392,7 @@ int64_t run_length(const Loc* locs, int64_t limit) {
 
 }  // namespace
 
-void HeadStore::prefetch_run(int kv, Loc next, int64_t rows, int32_t chunk_now,
-                             int64_t row_bytes) const {
+void HeadStore::prefetch_run(int kv, Loc next, int64_t rows, int32_t chunk_now) const {
   // Each chunk's parameters and codes are allocations of their own, so the hardware has no
   // stream to follow from one run into the next: the parameters' first read (chunk_ranges) and
   // the codes' first lines were misses taken one after another, per chunk, head and layer
@@ -403,9 +402,10 @@ void HeadStore::prefetch_run(int kv, Loc next, int64_t rows, int32_t chunk_now,
   // 128-row kvtc chunk at 32 bytes a row), so that a store cut into short runs by evictions asks
   // for no more than it reads. Random 1B-shaped Q4_K model, context 4096, two threads, kvtc's
   // decode tok/s over full's in one process (results/session33/kvtc_pair.cpp, the 7th of 12
-  // rounds' ratios): 0.920, 0.905 and 0.906 before, 0.953 and 0.935 with these requests (with
-  // the next run's slot table and only 256 bytes of codes: 0.945 / 0.931). A prefetch never
-  // faults and changes no result.
+  // rounds' ratios): 0.920, 0.905 and 0.906 before; 0.953 and 0.935 when the first version asked
+  // for the parameters and 4 KiB from the next run's start whatever its length, 0.951 in this
+  // form (with the next run's slot table and only 256 bytes of codes: 0.945 / 0.931). A
+  // prefetch never faults and changes no result.
   if (next.chunk < 0) return;
   const auto ask = [](const void* p, int64_t bytes) {
     const auto* c = static_cast<const char*>(p);
@@ -416,7 +416,8 @@ void HeadStore::prefetch_run(int kv, Loc next, int64_t rows, int32_t chunk_now,
     const std::vector<uint8_t>& params = ch.params[kv];
     ask(params.data(), std::min<int64_t>(static_cast<int64_t>(params.size()), 1024));
   }
-  ask(ch.codes[kv].data() + next.row * row_bytes, std::min<int64_t>(rows * row_bytes, 4096));
+  const int64_t rb = codec_[kv]->row_bytes();
+  ask(ch.codes[kv].data() + next.row * rb, std::min<int64_t>(rows * rb, 4096));
 }
 
 template <typename Fn>
@@ -449,7 +450,7 @@ void HeadStore::for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const {
     int64_t next_m = 0;
     if (i + m < n) {  // found before this run is read, so its first lines can be on their way
       run_at(i + m, next, next_m);
-      prefetch_run(kv, next, next_m, l.chunk, cd.row_bytes());
+      prefetch_run(kv, next, next_m, l.chunk);
     }
     if (l.chunk < 0) {
       fn(nullptr, pool.row(l.row), true, i, m);

@@ -137,7 +137,7 @@ class HeadStore {
   void for_each_run(int kv, int64_t first, int64_t n, Fn&& fn) const;
   /// Asks the caches for what the run at `next` (`rows` rows) reads first: its chunk's
   /// parameters unless it is `chunk_now`, and its codes (for_each_run).
-  void prefetch_run(int kv, Loc next, int64_t rows, int32_t chunk_now, int64_t row_bytes) const;
+  void prefetch_run(int kv, Loc next, int64_t rows, int32_t chunk_now) const;
 
   int64_t D_ = 0, chunk_rows_ = 0;
   std::unique_ptr<RowCodec> codec_[2];
