@@ -476,7 +476,7 @@ struct Engine::Impl {
         rmsnorm(Xn.row(s).data(), X.row(s).data(), lw.rms_ffn, dim, eps);
       kernels::matmul(lw.w1, Xn.data(), S, H1.data());
       kernels::matmul(lw.w3, Xn.data(), S, H3.data());
-      swiglu(H1.data(), H3.data(), S * c.hidden_dim);
+      swiglu(H1.data(), H3.data(), S * hid);
       kernels::matmul(lw.w2, H1.data(), S, X.data(), true);
     }
     const int64_t first = all_logits ? 0 : S - 1;
