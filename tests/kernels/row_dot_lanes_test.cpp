@@ -1,4 +1,5 @@
-// The 512-bit Q8_0 and Q4_K / Q5_K row kernels (row_dot.cpp: Block32Rows512, KQuantRows512)
+// The 512-bit Q8_0, Q4_K / Q5_K and Q6_K row kernels (row_dot.cpp: Block32Rows512,
+// KQuantRows512, Q6KRows512)
 // against scalar models of their lanes: which products meet which accumulator lane, in which
 // order the lanes are added, and where the fp32 roundings fall (one multiply for a block's factor,
 // one fused multiply-add per lane and block). The models take the input as prepare_row_dot_input
@@ -170,6 +171,58 @@ float k_quant_model(const uint8_t* row, const RowDotInput& in, bool five) {
   return sum - m;
 }
 
+// Q6_K (210 bytes: ql[128], qh[64], int8 scales[16], fp16 d) on int8 levels in value order, per
+// 128-value half hf: the factor of 16-value group g (0-7) is (d * sc[8 hf + g]) * scale of its
+// 32-value block; byte j of ql's 64 gives value j (low nibble, top bits 0-1 of qh byte j % 32,
+// taken from qh or from qh >> 2 in 16-bit words for j >= 32) and value 64 + j (high nibble, top
+// bits 4-5 of the same byte). Lane i sums 4 unsigned codes against their levels, starting from
+// offset4 (-32 times the levels' sum); low-nibble lanes take group i / 4, high ones 4 + i / 4,
+// into accumulators 2 hf and 2 hf + 1; then ((0 + 1) + (2 + 3)) reduced.
+float q6_k_model(const uint8_t* row, const RowDotInput& in) {
+  float acc[4][16] = {};
+  for (int64_t sb = 0; sb < in.cols / 256; ++sb) {
+    const uint8_t* b = row + 210 * sb;
+    const float d = half_at(b + 208);
+    for (int hf = 0; hf < 2; ++hf) {
+      float f[8];
+      for (int g = 0; g < 8; ++g) {
+        const float t = d * static_cast<float>(static_cast<int8_t>(b[192 + 8 * hf + g]));
+        f[g] = t * in.scale[static_cast<size_t>(8 * sb + 4 * hf + g / 2)];
+      }
+      uint8_t h2[64];
+      std::memcpy(h2, b + 128 + 32 * hf, 32);
+      for (int w = 0; w < 16; ++w) {
+        uint16_t v;
+        std::memcpy(&v, b + 128 + 32 * hf + 2 * w, 2);
+        v = static_cast<uint16_t>(v >> 2);
+        std::memcpy(h2 + 32 + 2 * w, &v, 2);
+      }
+      const uint8_t* l = b + 64 * hf;
+      const int64_t at = 256 * sb + 128 * hf;
+      for (int i = 0; i < 16; ++i) {
+        int32_t s0 = in.offset4[static_cast<size_t>(at / 4 + i)];
+        int32_t s1 = in.offset4[static_cast<size_t>(at / 4 + 16 + i)];
+        for (int t = 0; t < 4; ++t) {
+          const int j = 4 * i + t;
+          const int lo = (l[j] & 0x0F) | ((h2[j] & 0x03) << 4);
+          const int hi = (l[j] >> 4) | (h2[j] & 0x30);
+          s0 += lo * in.q8[static_cast<size_t>(at + j)];
+          s1 += hi * in.q8[static_cast<size_t>(at + 64 + j)];
+        }
+        acc[2 * hf][i] = std::fma(f[i / 4], static_cast<float>(s0), acc[2 * hf][i]);
+        acc[2 * hf + 1][i] = std::fma(f[4 + i / 4], static_cast<float>(s1), acc[2 * hf + 1][i]);
+      }
+    }
+  }
+  float t[16];
+  for (int i = 0; i < 16; ++i) {
+    const float a01 = acc[0][i] + acc[1][i];
+    const float a23 = acc[2][i] + acc[3][i];
+    t[i] = a01 + a23;
+  }
+  return reduce16(t);
+}
+
 // Rows of random blocks against inputs of several kinds: normal values, a wide range of
 // magnitudes per block, and blocks of zeros; every row's kernel result must have the model's bits.
 void check_against_model(GgmlType t, const std::vector<int64_t>& widths) {
@@ -194,8 +247,9 @@ void check_against_model(GgmlType t, const std::vector<int64_t>& widths) {
       vq::kernels::detail::dot_rows(w, in, 0, rows, y.data(), false);
       for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* row = data.data() + r * static_cast<int64_t>(w.row_bytes());
-        const float want =
-            t == GgmlType::Q8_0 ? q8_0_model(row, in) : k_quant_model(row, in, t == GgmlType::Q5_K);
+        const float want = t == GgmlType::Q8_0   ? q8_0_model(row, in)
+                           : t == GgmlType::Q6_K ? q6_k_model(row, in)
+                                                 : k_quant_model(row, in, t == GgmlType::Q5_K);
         uint32_t a, b;
         std::memcpy(&a, &y[static_cast<size_t>(r)], 4);
         std::memcpy(&b, &want, 4);
@@ -220,6 +274,12 @@ TEST(RowDotLanes, Q4_KAndQ5_KKernelsHaveTheBitsOfTheirLaneModel) {
     GTEST_SKIP() << "the 512-bit K-quant row kernels are not in this build (needs AVX-512 BW)";
   check_against_model(GgmlType::Q4_K, {256, 512, 2304});
   check_against_model(GgmlType::Q5_K, {256, 512, 2304});
+}
+
+TEST(RowDotLanes, Q6_KKernelHasTheBitsOfItsLaneModel) {
+  if (!kLanes512 || !vq::kernels::detail::has_row_dot(GgmlType::Q6_K))
+    GTEST_SKIP() << "the 512-bit Q6_K row kernel is not in this build (needs AVX-512 BW)";
+  check_against_model(GgmlType::Q6_K, {256, 512, 2304});
 }
 
 // The comparison can fail: a model that differs from q8_0_model only in sending every block to
