@@ -41,18 +41,8 @@ float half_at(const uint8_t* p) {
   return vq::fp16_to_fp32(h);
 }
 
-// The kernels' final reduction of 16 lanes: the two 8-lane halves added lane by lane, then
-// (lane i + lane i + 4), then (0 + 2) and (1 + 3), then those two.
-float reduce16(const float* l) {
-  float v8[8], s4[4];
-  for (int i = 0; i < 8; ++i) v8[i] = l[i] + l[i + 8];
-  for (int i = 0; i < 4; ++i) s4[i] = v8[i] + v8[i + 4];
-  const float s0 = s4[0] + s4[2];
-  const float s1 = s4[1] + s4[3];
-  return s0 + s1;
-}
-
-// The 8-lane reduction alone (the last three steps of reduce16).
+// The kernels' reduction of 8 lanes (hsum): lane i + lane i + 4, then (0 + 2) and (1 + 3), then
+// those two.
 float reduce8(const float* v8) {
   float s4[4];
   for (int i = 0; i < 4; ++i) s4[i] = v8[i] + v8[i + 4];
@@ -61,10 +51,41 @@ float reduce8(const float* v8) {
   return s0 + s1;
 }
 
+// Of 16 lanes: the two 8-lane halves added lane by lane, then reduce8.
+float reduce16(const float* l) {
+  float v8[8];
+  for (int i = 0; i < 8; ++i) v8[i] = l[i] + l[i + 8];
+  return reduce8(v8);
+}
+
+// The K-quant kernels' four accumulators: (0 + 1) + (2 + 3) lane by lane, then reduce16.
+float reduce_four(const float (&acc)[4][16]) {
+  float t[16];
+  for (int i = 0; i < 16; ++i) {
+    const float a01 = acc[0][i] + acc[1][i];
+    const float a23 = acc[2][i] + acc[3][i];
+    t[i] = a01 + a23;
+  }
+  return reduce16(t);
+}
+
+// A 64-byte vector as the Q5_K and Q6_K kernels form it from 32 bytes of high bits: the bytes as
+// they are, then the same bytes shifted right by 2 in 16-bit words.
+void high_bits_pair(const uint8_t* qh, uint8_t* out) {
+  std::memcpy(out, qh, 32);
+  for (int w = 0; w < 16; ++w) {
+    uint16_t v;
+    std::memcpy(&v, qh + 2 * w, 2);
+    v = static_cast<uint16_t>(v >> 2);
+    std::memcpy(out + 32 + 2 * w, &v, 2);
+  }
+}
+
 // Q8_0 (34-byte blocks: fp16 d, 32 int8 codes) on int16 input levels: block j's 16 int32 lanes
 // (lane i: codes 2i and 2i + 1 times their levels) are scaled by d_j * scale_j and added into
-// accumulator j % 2, lane by lane; the two accumulators are added, then reduced.
-float q8_0_model(const uint8_t* row, const RowDotInput& in) {
+// accumulator j % 2, lane by lane; the two accumulators are added, then reduced. `accumulators`
+// 1 is the deliberately wrong model of the last test.
+float q8_0_model(const uint8_t* row, const RowDotInput& in, int accumulators = 2) {
   const int64_t nb = in.cols / 32;
   float acc[2][16] = {};
   for (int64_t j = 0; j < nb; ++j) {
@@ -74,7 +95,7 @@ float q8_0_model(const uint8_t* row, const RowDotInput& in) {
       const auto c0 = static_cast<int8_t>(p[2 + 2 * i]), c1 = static_cast<int8_t>(p[3 + 2 * i]);
       const int32_t s = c0 * in.q[static_cast<size_t>(32 * j + 2 * i)] +
                         c1 * in.q[static_cast<size_t>(32 * j + 2 * i + 1)];
-      float& a = acc[j % 2][i];
+      float& a = acc[j % accumulators][i];
       a = std::fma(factor, static_cast<float>(s), a);
     }
   }
@@ -122,15 +143,7 @@ float k_quant_model(const uint8_t* row, const RowDotInput& in, bool five) {
     // 16-bit words; for half h, bit 4h of a byte goes to bit 4 of the low nibble's byte and bit
     // 4h + 1 to bit 4 of the high one's, each moved by a 16-bit shift and masked per byte.
     uint8_t qh2[64] = {};
-    if (five) {
-      std::memcpy(qh2, b + 16, 32);
-      for (int w = 0; w < 16; ++w) {
-        uint16_t v;
-        std::memcpy(&v, b + 16 + 2 * w, 2);
-        v = static_cast<uint16_t>(v >> 2);
-        std::memcpy(qh2 + 32 + 2 * w, &v, 2);
-      }
-    }
+    if (five) high_bits_pair(b + 16, qh2);
     const auto high = [&](int j, int bit) -> int {  // byte j's bit 4 after the kernel's move
       uint16_t w;
       std::memcpy(&w, qh2 + (j & ~1), 2);
@@ -159,14 +172,9 @@ float k_quant_model(const uint8_t* row, const RowDotInput& in, bool five) {
       }
     }
   }
-  float t[16], odd[8];
-  for (int i = 0; i < 16; ++i) {
-    const float a01 = acc[0][i] + acc[1][i];
-    const float a23 = acc[2][i] + acc[3][i];
-    t[i] = a01 + a23;
-  }
+  float odd[8];
   for (int k = 0; k < 8; ++k) odd[k] = mins[2 * k + 1];
-  const float sum = reduce16(t);
+  const float sum = reduce_four(acc);
   const float m = reduce8(odd);
   return sum - m;
 }
@@ -190,13 +198,7 @@ float q6_k_model(const uint8_t* row, const RowDotInput& in) {
         f[g] = t * in.scale[static_cast<size_t>(8 * sb + 4 * hf + g / 2)];
       }
       uint8_t h2[64];
-      std::memcpy(h2, b + 128 + 32 * hf, 32);
-      for (int w = 0; w < 16; ++w) {
-        uint16_t v;
-        std::memcpy(&v, b + 128 + 32 * hf + 2 * w, 2);
-        v = static_cast<uint16_t>(v >> 2);
-        std::memcpy(h2 + 32 + 2 * w, &v, 2);
-      }
+      high_bits_pair(b + 128 + 32 * hf, h2);
       const uint8_t* l = b + 64 * hf;
       const int64_t at = 256 * sb + 128 * hf;
       for (int i = 0; i < 16; ++i) {
@@ -214,13 +216,7 @@ float q6_k_model(const uint8_t* row, const RowDotInput& in) {
       }
     }
   }
-  float t[16];
-  for (int i = 0; i < 16; ++i) {
-    const float a01 = acc[0][i] + acc[1][i];
-    const float a23 = acc[2][i] + acc[3][i];
-    t[i] = a01 + a23;
-  }
-  return reduce16(t);
+  return reduce_four(acc);
 }
 
 // Rows of random blocks against inputs of several kinds: normal values, a wide range of
@@ -284,7 +280,7 @@ TEST(RowDotLanes, Q6_KKernelHasTheBitsOfItsLaneModel) {
 
 // The comparison can fail: a model that differs from q8_0_model only in sending every block to
 // one accumulator (the kernel alternates two) no longer matches the kernel on typical data.
-TEST(RowDotLanes, AModelWithOneRoundingMovedDoesNotMatch) {
+TEST(RowDotLanes, AModelWithOneAccumulatorDoesNotMatch) {
   if (!kLanes512 || !vq::kernels::detail::has_row_dot(GgmlType::Q8_0))
     GTEST_SKIP() << "the 512-bit Q8_0 row kernel is not in this build (needs AVX-512 BW)";
   const int64_t cols = 512, rows = 9;
@@ -301,18 +297,7 @@ TEST(RowDotLanes, AModelWithOneRoundingMovedDoesNotMatch) {
   int differ = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = data.data() + r * static_cast<int64_t>(w.row_bytes());
-    float acc[16] = {};  // one accumulator instead of two
-    for (int64_t j = 0; j < cols / 32; ++j) {
-      const float factor = half_at(row + 34 * j) * in.scale[static_cast<size_t>(j)];
-      for (int i = 0; i < 16; ++i) {
-        const int32_t s = static_cast<int8_t>(row[34 * j + 2 + 2 * i]) *
-                              in.q[static_cast<size_t>(32 * j + 2 * i)] +
-                          static_cast<int8_t>(row[34 * j + 3 + 2 * i]) *
-                              in.q[static_cast<size_t>(32 * j + 2 * i + 1)];
-        acc[i] = std::fma(factor, static_cast<float>(s), acc[i]);
-      }
-    }
-    const float moved = reduce16(acc);
+    const float moved = q8_0_model(row, in, 1);
     differ += std::memcmp(&moved, &y[static_cast<size_t>(r)], 4) != 0;
   }
   EXPECT_GT(differ, 0) << "a model with one accumulator matched every row: the check is too weak";
